@@ -1,0 +1,47 @@
+# trainclinic: make lab | test | release | bench | grade | gpu-check
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+# torch first, pinned: a fresh venv resolving torch>=2.4 would download a multi-GB CUDA build.
+# Elsewhere: make lab TORCH="torch==2.5.1"   (or any torch >= 2.4 your machine has)
+TORCH   ?= torch==2.13.0
+PORT    ?= 8888
+PYTEST_ARGS ?=
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: venv lab test release bench grade gpu-check chromium clean
+
+venv: $(VENV)/.ready
+
+$(VENV)/.ready: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -e '.[course,dev]'
+	touch $@
+
+lab: venv
+	@echo "JupyterLab on http://127.0.0.1:$(PORT)/lab/tree/notebooks (Ctrl-C to stop)"
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/notebooks \
+		--ip=127.0.0.1 --port=$(PORT) --no-browser --allow-root --IdentityProvider.token=''
+
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+		|| { echo "the browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; }
+
+test: venv chromium
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+release: venv
+	$(PY) tools/release.py
+
+bench: venv
+	$(PY) tools/bench.py
+
+grade: venv
+	$(PY) -m autograder.grade $(ARGS)
+
+# Runs with whatever python has a CUDA torch (no venv, no Jupyter needed); refuses without CUDA.
+gpu-check:
+	python3 tools/gpu_check.py
+
+clean:
+	rm -rf .grading artifacts .pytest_cache

@@ -1,0 +1,19 @@
+"""trainclinic: the small helper library behind the lessons (the story lives in the notebooks).
+
+Importing it only imports torch: matplotlib and ipywidgets load when a plot is drawn.
+"""
+from . import checks, data, device, models, monitor, plots
+from .checks import CheckFailed
+from .data import blobs, loader, regression, seed_everything
+from .device import SimulatedCuda, accelerator, banner, pick_device, strays
+from .models import mlp
+from .monitor import grad_norm, layer_grad_norms
+from .plots import LivePlot, explore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckFailed", "LivePlot", "SimulatedCuda", "accelerator", "banner", "blobs", "checks", "data", "device",
+    "explore", "grad_norm", "layer_grad_norms", "loader", "mlp", "models", "monitor", "pick_device", "plots",
+    "regression", "seed_everything", "strays",
+]

@@ -1,0 +1,92 @@
+"""The grading checks: one module per lesson, and the small framework they share.
+
+A check calls the learner's function on seeded inputs and asserts behaviour. It either prints one
+line `✓ <grade_id>: <what was verified>` or raises CheckFailed (an AssertionError) saying what was
+expected, what was observed, and a hint. Warnings and stderr from learner code are captured, so a
+passing check writes nothing to stderr (nbgrader scores a cell that does 0).
+"""
+import contextlib
+import functools
+import io
+import traceback
+import warnings
+
+import torch
+
+__all__ = ["CheckFailed", "check", "call", "expect", "close"]
+
+
+class CheckFailed(AssertionError):
+    """A check found the learner's code wrong: expected, observed, hint."""
+
+
+def _where(exc):
+    """The last frame of the learner's own code in a traceback, as 'line N: source'."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/torch/" not in f.filename and "/trainclinic/" not in f.filename]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at line {f.lineno}: {f.line.strip()})" if f.line else f" (at line {f.lineno})"
+
+
+@contextlib.contextmanager
+def quiet():
+    """Capture warnings and stderr; yield the list of caught warnings."""
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("always")
+        yield caught
+
+
+HINTS = {
+    "Expected all tensors to be on the same device": "one tensor is on another device than the rest: move inputs with "
+    ".to(device) and create new tensors with device=<an input>.device.",
+    "expected scalar type": "two tensors have different dtypes: match them with .to(dtype) or create them with the same dtype.",
+    "cannot be multiplied": "the two shapes in the message must agree on their inner dimension: check the layer sizes.",
+}
+
+
+def call(fn, *args, name=None, where="", **kwargs):
+    """Call learner code quietly; its exceptions become CheckFailed naming them (and a hint where one fits)."""
+    name = name or getattr(fn, "__name__", "your function")
+    if not callable(fn):
+        raise CheckFailed(f"expected `{name}` to be a function, found {type(fn).__name__}")
+    try:
+        with quiet():
+            return fn(*args, **kwargs)
+    except CheckFailed:
+        raise
+    except NotImplementedError:
+        raise CheckFailed(f"`{name}` is not written yet: replace `raise NotImplementedError` with your code") from None
+    except Exception as exc:  # any error in learner code is a verdict, not a crash
+        hint = next((h for key, h in HINTS.items() if key in str(exc)), "")
+        text = f"`{name}`{' ' + where if where else ''} raised {type(exc).__name__}: {exc}{_where(exc)}"
+        raise CheckFailed(text + (f"\nHint: {hint}" if hint else "")) from None
+
+
+def expect(ok, what, expected, observed, hint=""):
+    """Raise CheckFailed unless `ok`: '<what>: expected <expected>, observed <observed>. Hint: ...'."""
+    if not ok:
+        text = f"{what}: expected {expected}, observed {observed}."
+        raise CheckFailed(text + (f"\nHint: {hint}" if hint else ""))
+
+
+def close(a, b, rtol=1e-4, atol=1e-5):
+    """allclose for floats or tensors (compared on the CPU, float64)."""
+    a = torch.as_tensor(a).detach().to("cpu", torch.float64)
+    b = torch.as_tensor(b).detach().to("cpu", torch.float64)
+    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=rtol, atol=atol))
+
+
+def check(grade_id):
+    """Decorator for a check: quiet, seeded without disturbing the learner's RNG, prints `✓ grade_id: ...`."""
+
+    def wrap(body):
+        @functools.wraps(body)
+        def run(*args, **kwargs):
+            with torch.random.fork_rng(devices=[]), quiet():
+                verified = body(*args, **kwargs)
+            print(f"✓ {grade_id}: {verified}")
+
+        return run
+
+    return wrap

@@ -1,0 +1,176 @@
+"""LivePlot (loss and gradient norm while a loop trains) and explore (sliders that rerun and redraw).
+
+ipywidgets and matplotlib are imported lazily: `import trainclinic` works without them.
+Under nbgrader (NBGRADER_EXECUTION set) or without a Jupyter kernel, both draw one static figure.
+"""
+import io
+import math
+import os
+
+__all__ = ["LivePlot", "explore", "live_frontend", "draw"]
+
+
+def live_frontend():
+    """True in a Jupyter kernel with ipywidgets, outside grading: widgets can update live."""
+    if os.environ.get("NBGRADER_EXECUTION") or os.environ.get("TRAINCLINIC_STATIC"):
+        return False
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _in_ipython():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return get_ipython() is not None
+
+
+def _finite(values):
+    return [v if v is not None and math.isfinite(v) else float("nan") for v in values]
+
+
+def draw(history, title=""):
+    """Render {'loss': [...], 'grad_norm': [...]} as PNG bytes (log scales; first non-finite step marked)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3), dpi=80)
+    panels = [k for k in ("loss", "grad_norm") if history.get(k)]
+    for i, key in enumerate(panels or ["loss"]):
+        ax = fig.add_subplot(1, max(len(panels), 1), i + 1)
+        values = list(history.get(key, []))
+        steps = list(history.get("step", range(len(values))))[: len(values)]
+        ys = _finite(values)
+        positive = [v for v in ys if v == v and v > 0]
+        ax.plot(steps, ys, lw=1.5, color="tab:blue" if key == "loss" else "tab:orange")
+        if positive and max(positive) / min(positive) > 50:
+            ax.set_yscale("log")
+        bad = [s for s, v in zip(steps, values) if v is None or not math.isfinite(v)]
+        if bad:
+            ax.axvline(bad[0], color="red", ls="--", lw=1)
+            ax.text(bad[0], 0.95, f" non-finite at step {bad[0]}", color="red", transform=ax.get_xaxis_transform(), va="top")
+        ax.set_xlabel("step")
+        ax.set_title(key.replace("_", " "))
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _show_png(png):
+    from IPython.display import Image, display
+
+    display(Image(data=png, format="png"))
+
+
+class LivePlot:
+    """Loss and gradient-norm curves that redraw every `every` steps while a loop trains."""
+
+    def __init__(self, title="", every=5):
+        self.title = title
+        self.every = max(int(every), 1)
+        self.history = {"step": [], "loss": [], "grad_norm": []}
+        self.live = live_frontend()
+        self.draws = 0
+        self._out = None
+        if self.live:
+            import ipywidgets as widgets
+            from IPython.display import display
+
+            self._out = widgets.Output()
+            display(self._out)
+
+    def update(self, step, loss, grad_norm=None):
+        """Record one step (floats); redraw when live and the step is due."""
+        self.history["step"].append(int(step))
+        self.history["loss"].append(float(loss))
+        if grad_norm is not None:
+            self.history["grad_norm"].append(float(grad_norm))
+        if self.live and len(self.history["step"]) % self.every == 0:
+            self._redraw()
+
+    def _redraw(self):
+        from IPython.display import clear_output
+
+        png = draw(self.history, self.title)
+        with self._out:
+            clear_output(wait=True)
+            _show_png(png)
+        self.draws += 1
+
+    def show(self):
+        """Draw the final figure: into the live widget, or once, statically."""
+        if self.live:
+            self._redraw()
+        elif _in_ipython():
+            _show_png(draw(self.history, self.title))
+            self.draws += 1
+        else:
+            print(self.summary())
+
+    def summary(self):
+        """One line: steps, first and last loss, last gradient norm."""
+        loss = self.history["loss"]
+        if not loss:
+            return f"{self.title}: no steps recorded"
+        gn = self.history["grad_norm"]
+        tail = f", last grad norm {gn[-1]:.3g}" if gn else ""
+        return f"{self.title or 'training'}: {len(loss)} steps, loss {loss[0]:.4g} -> {loss[-1]:.4g}{tail}"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.show()
+        return False
+
+
+def _slider(name, spec):
+    import ipywidgets as widgets
+
+    kind, low, high, value = spec
+    common = dict(description=name, continuous_update=False, value=value)
+    if kind == "log":
+        return widgets.FloatLogSlider(min=math.log10(low), max=math.log10(high), step=0.1, base=10, **common)
+    if kind == "int":
+        return widgets.IntSlider(min=low, max=high, **common)
+    return widgets.FloatSlider(min=low, max=high, step=(high - low) / 100, **common)
+
+
+def explore(run, title="", **controls):
+    """Sliders that rerun `run(**values)` (returning a history dict) and redraw it.
+
+    Each control is (kind, low, high, default) with kind 'log', 'int' or 'float'.
+    Without a live front end it runs once with the defaults and draws one static figure.
+    """
+    defaults = {name: spec[3] for name, spec in controls.items()}
+    if not live_frontend():
+        history = run(**defaults)
+        if _in_ipython():
+            _show_png(draw(history, f"{title} {defaults}".strip()))
+        return history
+    import ipywidgets as widgets
+    from IPython.display import clear_output, display
+
+    sliders = {name: _slider(name, spec) for name, spec in controls.items()}
+    out = widgets.Output()
+
+    def redraw(**values):
+        history = run(**values)
+        with out:
+            clear_output(wait=True)
+            _show_png(draw(history, f"{title} {values}".strip()))
+
+    widgets.interactive_output(redraw, sliders)
+    display(widgets.VBox([widgets.HBox(list(sliders.values())), out]))
+    return sliders

@@ -1,0 +1,47 @@
+"""Shared fixtures: paths, the lesson list, notebook helpers."""
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+LESSONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").exists())
+
+
+def source_nb(lesson):
+    """Path of a lesson's source (solution) notebook."""
+    return ROOT / "solutions" / lesson / f"{lesson}.ipynb"
+
+
+def release_nb(lesson):
+    """Path of a lesson's release notebook."""
+    return ROOT / "notebooks" / lesson / f"{lesson}.ipynb"
+
+
+def load(path):
+    """The notebook as a dict."""
+    return json.loads(Path(path).read_text())
+
+
+def grade_id(cell):
+    """The cell's nbgrader grade_id, or None."""
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def text(cell):
+    """A cell's source as one string."""
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def outputs_text(cell):
+    """Everything a code cell printed or raised, as one string."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append("".join(out.get("text", "")))
+        elif out.get("output_type") == "error":
+            parts.append(f"{out.get('ename')}: {out.get('evalue')}")
+    return "\n".join(parts)

@@ -1,0 +1,84 @@
+"""nbgrader end to end, per lesson: generate, autograde every variant, export; assert every grade and message.
+
+The reference solution gets full marks, the blank release 0, each wrong fix loses exactly the points of
+the checks it breaks (with the expected message), and correct fixes written differently get full marks.
+"""
+import csv
+
+import pytest
+
+from conftest import LESSONS, grade_id, outputs_text
+from nbgrader_run import Course, submission, variants
+
+ALLOWED_ERRORS = {"CheckFailed", "NotImplementedError"}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Grade every lesson's variants once per test module (per worker): {lesson: (course, scores)}."""
+    cache = {}
+
+    def get(lesson):
+        if lesson not in cache:
+            course = Course(tmp_path_factory.mktemp(lesson))
+            course.nbgrader("generate_assignment", lesson, "--force")
+            for name, spec in variants(lesson).items():
+                course.submit(name, lesson, submission(lesson, spec))
+            course.nbgrader("autograde", lesson, "--force")
+            cache[lesson] = (course, course.scores(lesson))
+        return cache[lesson]
+
+    return get
+
+
+CASES = [(lesson, name) for lesson in LESSONS for name in variants(lesson)]
+
+
+@pytest.mark.nbgrader
+@pytest.mark.parametrize("lesson,variant", CASES, ids=[f"{l}-{v}" for l, v in CASES])
+def test_variant_grade(graded, lesson, variant):
+    course, scores = graded(lesson)
+    spec = variants(lesson)[variant]
+    got = scores[variant]
+    assert got, f"no grades recorded for {variant}"
+    lost = {gid: "" for gid in got} if spec["lost"] == "all" else spec["lost"]
+    assert set(lost) <= set(got), f"variant names test cells the notebook lacks: {set(lost) - set(got)}"
+    nb = course.autograded(variant, lesson)
+    cells = {grade_id(c): c for c in nb["cells"] if grade_id(c)}
+    for gid, (score, max_score) in got.items():
+        if gid in lost:
+            assert score == 0, f"{variant}: {gid} should lose its {max_score} points, got {score}"
+            assert lost[gid] in outputs_text(cells[gid]), (
+                f"{variant}: {gid} should say {lost[gid]!r}; it said:\n{outputs_text(cells[gid])}")
+        else:
+            assert score == max_score, f"{variant}: {gid} should keep {max_score} points, got {score}:\n{outputs_text(cells[gid])}"
+
+
+@pytest.mark.nbgrader
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_errors_are_verdicts(graded, lesson):
+    """Outside cells tagged raises-exception, the blank release fails only through CheckFailed or NotImplementedError,
+    and the reference not at all."""
+    course, _ = graded(lesson)
+    for student, allowed in (("blank", ALLOWED_ERRORS), ("reference", set())):
+        for cell in course.autograded(student, lesson)["cells"]:
+            if cell["cell_type"] != "code" or "raises-exception" in cell.get("metadata", {}).get("tags", []):
+                continue
+            for out in cell.get("outputs", []):
+                if out["output_type"] == "error":
+                    assert out["ename"] in allowed, f"{student}: unexpected {out['ename']}: {out['evalue']}\n{cell['source']}"
+                assert not (out["output_type"] == "stream" and out["name"] == "stderr" and student == "reference"), (
+                    f"reference wrote to stderr: {out['text'][:500]}")
+
+
+@pytest.mark.nbgrader
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_export(graded, lesson, tmp_path):
+    """nbgrader export writes one row per student with the autograded totals."""
+    course, scores = graded(lesson)
+    out = tmp_path / "grades.csv"
+    course.nbgrader("export", f"--to={out}")
+    rows = {r["student_id"]: r for r in csv.DictReader(out.open()) if r["assignment"] == lesson}
+    full = sum(m for _, m in scores["reference"].values())
+    assert float(rows["reference"]["score"]) == full
+    assert float(rows["blank"]["score"]) == 0
