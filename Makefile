@@ -39,9 +39,9 @@ bench: venv
 grade: venv
 	$(PY) -m autograder.grade $(ARGS)
 
-# Runs with whatever python has a CUDA torch (no venv, no Jupyter needed); refuses without CUDA.
+# Runs with the venv's python if there is one, else python3 (a GPU box: CUDA torch, no Jupyter); refuses without CUDA.
 gpu-check:
-	python3 tools/gpu_check.py
+	$(if $(wildcard $(PY)),$(PY),python3) tools/gpu_check.py
 
 clean:
 	rm -rf .grading artifacts .pytest_cache

@@ -1,0 +1,41 @@
+"""make gpu-check: refuses clearly without CUDA; its Jupyter-free runner executes the lessons."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import LESSONS, ROOT, source_nb
+from run_cells import run_notebook
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the refusal on a machine without CUDA")
+def test_gpu_check_refuses_without_cuda():
+    proc = subprocess.run([sys.executable, "tools/gpu_check.py"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "needs a CUDA GPU: torch.cuda.is_available() is False" in proc.stderr
+
+
+def test_runner_executes_lesson_01_without_jupyter(monkeypatch):
+    monkeypatch.setenv("TRAINCLINIC_STATIC", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    result = run_notebook(source_nb(LESSONS[0]))
+    assert result["passed"], result["error"]
+    assert result["checks"] >= 3 and len(result["repro_errors"]) >= 1
+    assert all("Expected all tensors to be on the same device" in e["message"] for e in result["repro_errors"])
+    assert torch.Tensor.backward.__module__ == "torch._tensor"  # the simulation restored autograd
+
+
+def test_runner_stops_at_an_unexpected_error(tmp_path):
+    import json
+
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": "%matplotlib inline\nx = 1"},
+                    {"cell_type": "code", "metadata": {"tags": ["raises-exception"]}, "source": "1 / 0"},
+                    {"cell_type": "code", "metadata": {}, "source": "raise KeyError('boom')"},
+                    {"cell_type": "code", "metadata": {}, "source": "print('never')"}]}
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(nb))
+    result = run_notebook(path)
+    assert not result["passed"] and result["cells"] == 3
+    assert result["repro_errors"][0]["type"] == "builtins.ZeroDivisionError"
+    assert result["error"]["type"] == "builtins.KeyError"

@@ -1,0 +1,76 @@
+"""GPU acceptance run: every solution notebook on cuda, one JSON report (artifacts/gpu-report.json).
+
+    make gpu-check      # on a machine with CUDA; refuses anywhere else
+
+Needs only a python with a CUDA torch (and matplotlib): no Jupyter, no network. Notebooks run through
+tools/run_cells.py with TRAINCLINIC_DEVICE=cuda and static plots.
+"""
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tools")]  # the setup cells then find trainclinic: nothing is installed
+
+__all__ = ["main"]
+
+
+def refuse(reason):
+    """Explain why this machine cannot run the check; exit 2."""
+    print(f"make gpu-check needs a CUDA GPU: {reason}.\n"
+          "Run it on a machine with an NVIDIA GPU and a CUDA build of torch (see README, 'GPU').", file=sys.stderr)
+    sys.exit(2)
+
+
+def real_cuda_error(errors):
+    """True when a repro cell raised a real (not simulated) error that names CUDA."""
+    return any("FakeTensor" not in e["type"] and ("cuda" in e["message"].lower() or "OutOfMemory" in e["type"]) for e in errors)
+
+
+def main():
+    """Run every solution notebook on cuda and write the report."""
+    try:
+        import torch
+    except ImportError:
+        refuse(f"this python ({sys.executable}) has no torch")
+    if not torch.cuda.is_available():
+        refuse(f"torch.cuda.is_available() is False here (torch {torch.__version__})")
+    from run_cells import run_notebook
+
+    os.environ.update(TRAINCLINIC_DEVICE="cuda", TRAINCLINIC_STATIC="1", MPLBACKEND="Agg")
+    props = torch.cuda.get_device_properties(0)
+    report = {
+        "device": props.name, "memory_gib": round(props.total_memory / 2**30, 1), "torch": torch.__version__,
+        "cuda": torch.version.cuda, "python": platform.python_version(), "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "notebooks": {},
+    }
+    for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        before = torch.cuda.memory_allocated()
+        result = run_notebook(path)
+        torch.cuda.empty_cache()
+        result["real_cuda_error"] = real_cuda_error(result["repro_errors"])
+        result["memory_left_bytes"] = torch.cuda.memory_allocated() - before
+        report["notebooks"][path.stem] = result
+        print(f"{path.stem:<28} {'passed' if result['passed'] else 'FAILED'} in {result['seconds']:6.1f} s, "
+              f"{result['checks']} checks, real CUDA error: {result['real_cuda_error']}", flush=True)
+        if result["error"]:
+            print(result["error"]["traceback"])
+    try:
+        from trainclinic import memory
+
+        if hasattr(memory, "gpu_report"):
+            report["out_of_memory"] = memory.gpu_report(torch.device("cuda", 0))
+    except ImportError:
+        pass
+    out = ROOT / "artifacts" / "gpu-report.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, default=str))
+    print(f"report: {out}")
+    return 0 if all(r["passed"] for r in report["notebooks"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
