@@ -28,7 +28,7 @@ chromium:
 		|| { echo "the browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; }
 
 test: venv chromium
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 release: venv
 	$(PY) tools/release.py

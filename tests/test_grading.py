@@ -31,11 +31,17 @@ def graded(tmp_path_factory):
     return get
 
 
-CASES = [(lesson, name) for lesson in LESSONS for name in variants(lesson)]
+def _grouped(*args):
+    """A parameter set kept on one xdist worker per lesson, so each lesson is graded once."""
+    return pytest.param(*args, marks=pytest.mark.xdist_group(f"grade-{args[0]}"), id="-".join(args))
+
+
+CASES = [_grouped(lesson, name) for lesson in LESSONS for name in variants(lesson)]
+LESSON_CASES = [_grouped(lesson) for lesson in LESSONS]
 
 
 @pytest.mark.nbgrader
-@pytest.mark.parametrize("lesson,variant", CASES, ids=[f"{l}-{v}" for l, v in CASES])
+@pytest.mark.parametrize("lesson,variant", CASES)
 def test_variant_grade(graded, lesson, variant):
     course, scores = graded(lesson)
     spec = variants(lesson)[variant]
@@ -55,7 +61,7 @@ def test_variant_grade(graded, lesson, variant):
 
 
 @pytest.mark.nbgrader
-@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("lesson", LESSON_CASES)
 def test_errors_are_verdicts(graded, lesson):
     """Outside cells tagged raises-exception, the blank release fails only through CheckFailed or NotImplementedError,
     and the reference not at all."""
@@ -72,7 +78,7 @@ def test_errors_are_verdicts(graded, lesson):
 
 
 @pytest.mark.nbgrader
-@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("lesson", LESSON_CASES)
 def test_export(graded, lesson, tmp_path):
     """nbgrader export writes one row per student with the autograded totals."""
     course, scores = graded(lesson)

@@ -8,6 +8,9 @@ from nbclient import NotebookClient
 from conftest import LESSONS, grade_id, outputs_text, source_nb
 
 
+CASES = [pytest.param(lesson, marks=pytest.mark.xdist_group(f"run-{lesson}"), id=lesson) for lesson in LESSONS]
+
+
 @pytest.fixture(scope="module")
 def executed():
     cache = {}
@@ -24,7 +27,7 @@ def executed():
     return run
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("lesson", CASES)
 def test_solution_runs_with_every_check_passing(executed, lesson):
     nb = executed(lesson)
     for cell in nb.cells:
@@ -44,7 +47,7 @@ def test_solution_runs_with_every_check_passing(executed, lesson):
             assert outputs_text(cell).count("✓ ") == calls, f"{grade_id(cell)}: {outputs_text(cell)}"
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("lesson", CASES)
 def test_live_plot_uses_widgets_in_a_kernel(executed, lesson):
     """Outside grading, the training plot is an ipywidgets Output that redraws (not a static image)."""
     nb = executed(lesson)
