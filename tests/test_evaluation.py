@@ -1,0 +1,212 @@
+"""Unit tests for trainclinic.evaluation (watch, graph_meter, bn_mlp) and the lesson 06 checks."""
+import pytest
+import torch
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainclinic import evaluation as ev
+from trainclinic.checks import CheckFailed
+from trainclinic.checks import missing_eval as checks
+
+
+def evaluate(model, loader):
+    was = model.training
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+            total += len(y)
+    model.train(was)
+    return correct / total
+
+
+def train_epoch(model, loader, optimizer):
+    model.train()
+    losses = []
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return sum(losses) / len(losses)
+
+
+def _data(n=20):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(n, 8, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+def test_bn_mlp_is_seeded_and_has_dropout_and_batchnorm():
+    a, b = ev.bn_mlp(seed=1), ev.bn_mlp(seed=1)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    kinds = {type(m).__name__ for m in a.modules()}
+    assert {"BatchNorm1d", "Dropout", "Linear"} <= kinds
+
+
+def test_mode():
+    m = ev.bn_mlp()
+    assert ev.mode(m.train()) == "train"
+    assert ev.mode(m.eval()) == "eval"
+    m[1].train()
+    assert ev.mode(m) == "mixed"
+
+
+def test_graph_meter_counts_saved_tensors_only_with_autograd_on():
+    m = ev.bn_mlp().eval()
+    x, _ = _data()
+    with ev.graph_meter(m) as on:
+        m(x)
+    with torch.no_grad(), ev.graph_meter(m) as off:
+        m(x)
+    assert on.saved > 0 and on.nbytes > 0 and on.seconds > 0
+    assert off.saved == 0 and off.nbytes == 0
+    with ev.graph_meter() as with_params:  # without the model, parameters count as bytes too
+        m(x)
+    assert with_params.saved == on.saved and with_params.nbytes > on.nbytes
+    assert "tensors saved for backward" in str(on)
+
+
+def test_watch_sees_training_mode_autograd_and_batchnorm_updates():
+    m = ev.bn_mlp().train()
+    x, _ = _data()
+    with ev.watch(m, keep_outputs=True) as w:
+        m(x)
+        m(x)
+    assert len(w.calls) == 2 and w.train_calls == 2 and w.grad_calls == 2
+    assert w.bn_batches == 2 and w.bn_change > 0
+    assert not torch.equal(w.outputs[0], w.outputs[1])  # dropout
+    assert w.mode_before == w.mode_after == "train"
+    assert "CHANGED" in str(w)
+
+
+def test_watch_on_a_correct_evaluation():
+    m = ev.bn_mlp().train()
+    x, y = _data()
+    with ev.watch(m) as w:
+        evaluate(m, DataLoader(TensorDataset(x, y), batch_size=7))
+    assert len(w.calls) == 3 and w.train_calls == 0 and w.grad_calls == 0 and w.meter.saved == 0
+    assert w.bn_batches == 0 and w.bn_change == 0
+    assert w.mode_after == "train" and "untouched" in str(w)
+
+
+def test_batch_of_one_raises_pytorchs_error_in_training_mode():
+    m = ev.bn_mlp().train()
+    x, _ = _data()
+    with pytest.raises(ValueError, match=checks.BATCH_OF_ONE):
+        m(x[:1])
+    m.eval()
+    assert m(x[:1]).shape == (1, 3)
+
+
+def test_reference_passes_every_check(capsys):
+    checks.check_evaluate_eval(evaluate)
+    checks.check_evaluate_eval(evaluate, seed=3, n=33)  # last batch of one
+    checks.check_evaluate_no_grad(evaluate)
+    checks.check_evaluate_restores(evaluate)
+    checks.check_train_epoch(train_epoch)
+    out = capsys.readouterr()
+    assert out.out.count("✓") == 5 and out.err == ""
+
+
+def inference_mode_evaluate(model, loader):
+    was = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            hits = sum((model(x).argmax(-1) == y).sum() for x, y in loader)
+            return hits.item() / len(loader.dataset)
+    finally:
+        model.train(was)
+
+
+def test_inference_mode_passes():
+    checks.check_evaluate_eval(inference_mode_evaluate)
+    checks.check_evaluate_no_grad(inference_mode_evaluate)
+    checks.check_evaluate_restores(inference_mode_evaluate)
+
+
+def no_eval(model, loader):
+    with torch.no_grad():
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+
+
+def no_grad_missing(model, loader):
+    was = model.training
+    model.eval()
+    acc = sum((model(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+    model.train(was)
+    return acc
+
+
+def never_restored(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+
+
+def always_train(model, loader):
+    acc = never_restored(model, loader)
+    model.train()
+    return acc
+
+
+def mean_of_batches(model, loader):
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        accs = [(model(x).argmax(1) == y).float().mean().item() for x, y in loader]
+    model.train(was)
+    return sum(accs) / len(accs)
+
+
+def _steps(model, loader, optimizer):
+    losses = []
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return sum(losses) / len(losses)
+
+
+@pytest.mark.parametrize("check,fn,message", [
+    (checks.check_evaluate_eval, no_eval, "two evaluations of the same data"),
+    (checks.check_evaluate_no_grad, no_grad_missing, "autograd recording a graph"),
+    (checks.check_evaluate_restores, never_restored, "on a model in train mode: expected train, observed eval"),
+    (checks.check_evaluate_restores, always_train, "on a model in eval mode: expected eval, observed train"),
+    (checks.check_evaluate_eval, mean_of_batches, "the accuracy returned"),
+    (checks.check_train_epoch, _steps, "call model.train() at the start of every epoch"),
+])
+def test_wrong_fix_fails_with_its_message(check, fn, message):
+    with pytest.raises(CheckFailed, match=message.replace("(", r"\(").replace(")", r"\)")):
+        check(fn)
+
+
+@pytest.mark.parametrize("check,fn", [
+    (checks.check_evaluate_no_grad, no_eval),
+    (checks.check_evaluate_restores, no_eval),
+    (checks.check_evaluate_eval, no_grad_missing),
+    (checks.check_evaluate_restores, no_grad_missing),
+    (checks.check_evaluate_eval, never_restored),
+    (checks.check_evaluate_no_grad, always_train),
+])
+def test_wrong_fix_keeps_the_other_checks(check, fn):
+    check(fn)
+
+
+def test_batch_of_one_gets_a_hint():
+    with pytest.raises(CheckFailed, match="last batch has one sample"):
+        checks.check_evaluate_eval(no_eval, seed=3, n=33)
+
+
+def test_blank_fails_every_check():
+    def blank(*args):
+        raise NotImplementedError()
+
+    for check in (checks.check_evaluate_eval, checks.check_evaluate_no_grad, checks.check_evaluate_restores,
+                  checks.check_train_epoch):
+        with pytest.raises(CheckFailed, match="not written yet"):
+            check(blank)
