@@ -52,7 +52,7 @@ class GraphMeter:
         return t
 
     def __str__(self):
-        return (f"{self.saved} tensors saved for backward ({self.nbytes / 2**20:.2f} MiB of activations), "
+        return (f"{self.saved} tensors saved for backward ({self.nbytes / 2**20:.2f} MiB of activations in all), "
                 f"{self.seconds * 1e3:.1f} ms")
 
 
