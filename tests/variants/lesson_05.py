@@ -20,6 +20,15 @@ PER_PARAMETER_KEYS = '''def grad_norms(model):
     layers = {name: p.grad.norm().item() for name, p in model.named_parameters() if p.grad is not None}
     return sum(v ** 2 for v in layers.values()) ** 0.5, layers'''
 
+RECURSIVE = '''def grad_norms(model):
+    layers = {}
+    for name, module in model.named_modules():
+        grads = [p.grad for p in module.parameters() if p.grad is not None]   # children's parameters too
+        if grads:
+            layers[name] = torch.cat([g.flatten() for g in grads]).norm().item()
+    total = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).norm().item()
+    return total, layers'''
+
 WEIGHTS_ONLY = '''def grad_norms(model):
     layers = {}
     for name, module in model.named_modules():
@@ -138,6 +147,7 @@ VARIANTS = {
     "sum_of_norms": {"cells": {"grad_norms": SUM_OF_NORMS}, "lost": {"check_grad_norms": "sqrt(sum of squared"}},
     "norms_of_weights": {"cells": {"grad_norms": PARAM_NORMS}, "lost": {"check_grad_norms": "GRADIENTS (p.grad, not p)"}},
     "per_parameter_keys": {"cells": {"grad_norms": PER_PARAMETER_KEYS}, "lost": {"check_grad_norms": "the layer names"}},
+    "children_counted_twice": {"cells": {"grad_norms": RECURSIVE}, "lost": {"check_grad_norms": "parameters(recurse=False)"}},
     "biases_forgotten": {"cells": {"grad_norms": WEIGHTS_ONLY}, "lost": {"check_grad_norms": "weight and bias together"}},
     "clip_each_parameter": {"cells": {"clipped_step": PER_PARAMETER_CLIP}, "lost": {"check_clipped_step": "direction"}},
     "clip_values": {"cells": {"clipped_step": CLIP_VALUE}, "lost": {"check_clipped_step": "direction"}},
