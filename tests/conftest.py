@@ -1,7 +1,10 @@
 """Shared fixtures: paths, the lesson list, notebook helpers."""
 import json
+import os
 import sys
 from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 shared cores: one torch thread per process (kernels inherit it)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
