@@ -1,0 +1,212 @@
+"""trainclinic.memory: the simulated OOM, the live-bytes tracker, measure/limit, and gpu_report's logic on the CPU."""
+import gc
+import types
+import weakref
+
+import pytest
+import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+from trainclinic import memory
+from trainclinic.models import mlp
+
+MB = 2**20
+
+
+def _step(model, x, y):
+    model.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.item()
+
+
+def _data(batch, features=32, classes=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, features, generator=g), torch.randint(0, classes, (batch,), generator=g)
+
+
+def test_fmt_matches_cuda_format_size():
+    assert memory.fmt(512) == "512 bytes"
+    assert memory.fmt(1024) == "1024 bytes"
+    assert memory.fmt(3 * 1024) == "3.00 KiB"
+    assert memory.fmt(20 * MB) == "20.00 MiB"
+    assert memory.fmt(int(1.5 * 2**30)) == "1.50 GiB"
+
+
+def test_simulated_oom_has_cuda_message_shape_and_says_simulated():
+    err = memory.simulated_oom(2 * MB, 8 * MB, 7 * MB)
+    assert isinstance(err, torch.OutOfMemoryError) and isinstance(err, RuntimeError)
+    text = str(err)
+    for part in ("CUDA out of memory", "SIMULATED", "Tried to allocate 2.00 MiB", "total capacity of 8.00 MiB",
+                 "of which 1024.00 KiB is free", "7.00 MiB is allocated by PyTorch",
+                 "is reserved by PyTorch but unallocated"):
+        assert part in text, part
+
+
+def test_live_bytes_counts_new_storages_until_freed():
+    before = torch.ones(1000)
+    with memory.LiveBytes() as live:
+        a = torch.zeros(256, 256)                 # 256 KiB
+        assert live.allocated == 256 * 1024
+        view = a[:10]                             # a view: no new storage
+        before.add_(1)                            # in place on an older tensor: nothing new
+        t = before.t() if before.dim() == 2 else before.view(10, 100)  # view of an older tensor
+        assert live.allocated == 256 * 1024
+        b = a * 2
+        assert live.allocated == 512 * 1024
+        del a
+        assert live.allocated == 512 * 1024       # the view keeps a's storage alive
+        del view, b
+        assert live.allocated == 0
+        assert live.peak == 512 * 1024
+        del t
+    assert _get_current_dispatch_mode() is None
+
+
+def test_live_bytes_sees_backward_and_optimizer():
+    model = mlp(inputs=32, hidden=64, outputs=4, depth=2)
+    x, y = _data(64)
+    grads = sum(p.numel() * p.element_size() for p in model.parameters())
+    with memory.LiveBytes() as live:
+        _step(model, x, y)
+        assert live.allocated >= grads            # the gradients were created under the mode
+        model.zero_grad(set_to_none=True)
+        assert live.allocated == 0
+    assert live.peak > grads
+
+
+def test_peak_grows_with_batch_size():
+    model = mlp(inputs=32, hidden=128, outputs=4, depth=3)
+    peaks = []
+    for batch in (64, 128, 256, 512):
+        x, y = _data(batch)
+        with memory.measure("cpu") as m:
+            _step(model, x, y)
+        assert m.simulated
+        peaks.append(m.peak)
+    assert peaks == sorted(peaks) and len(set(peaks)) == 4
+    assert peaks[-1] > 3 * peaks[0]               # activations dominate: close to linear in the batch
+    step = [b - a for a, b in zip(peaks, peaks[1:])]
+    assert step[2] == pytest.approx(2 * step[1], rel=0.1)
+
+
+def test_limit_raises_simulated_oom_and_cleans_up(capsys):
+    model = mlp(inputs=32, hidden=128, outputs=4, depth=3)
+    x, y = _data(512)
+    with memory.measure("cpu") as m:
+        _step(model, x, y)
+    with pytest.raises(torch.OutOfMemoryError, match="SIMULATED") as info:
+        with memory.limit("cpu", m.peak // 2):
+            _step(model, x, y)
+    assert "SIMULATED" in capsys.readouterr().out
+    assert "Tried to allocate" in str(info.value)
+    assert _get_current_dispatch_mode() is None
+    with memory.limit("cpu", m.peak + 1, say=False):   # the same step fits a budget just above its peak
+        _step(model, x, y)
+
+
+def test_limit_drops_the_failed_steps_tensors():
+    refs = []
+
+    def step():
+        big = torch.ones(64, 1024)
+        refs.append(weakref.ref(big.untyped_storage()))
+        return big * 2                                  # over budget
+
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        with memory.limit("cpu", 300 * 1024, say=False):
+            step()
+    assert info.value.__traceback__ is not None       # the traceback is still held...
+    assert refs[0]() is None                          # ...but no longer keeps `big` alive
+
+
+def test_oom_in_backward_is_still_out_of_memory_error():
+    model = mlp(inputs=32, hidden=128, outputs=4, depth=3)
+    x, y = _data(512)
+    with memory.LiveBytes() as live:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    forward = live.peak
+    with pytest.raises(torch.OutOfMemoryError, match="SIMULATED"):
+        with memory.limit("cpu", forward + 64 * 1024, say=False):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+
+
+def test_gpu_report_logic_on_cpu():
+    r = memory.gpu_report("cpu")
+    assert r["simulated"] is True
+    assert r["oom_reproduced"] is True and "SIMULATED" in r["oom_message"]
+    assert r["accumulated_fits"] is True
+    assert r["memory_released"] is True
+    assert r["peak_full_batch_bytes"] > r["budget_bytes"] > r["peak_accumulated_bytes"] > 0
+
+
+class FakeCuda:
+    """Stands in for torch.cuda's memory API, backed by a LiveBytes tracker: drives the CUDA branches on a CPU."""
+
+    total = 2**30
+
+    def __init__(self):
+        self.live = memory.LiveBytes()
+        self.fraction = 1.0
+        self.fractions = []
+        self.empty_cache_calls = 0
+
+    def set_per_process_memory_fraction(self, fraction, device=None):
+        self.fraction = fraction
+        self.fractions.append(fraction)
+        self.live.budget = None if fraction >= 1.0 else int(fraction * self.total)
+
+    def get_per_process_memory_fraction(self, device=None):
+        return self.fraction
+
+    def memory_allocated(self, device=None):
+        return self.live.allocated
+
+    memory_reserved = memory_allocated
+
+    def max_memory_allocated(self, device=None):
+        return self.live.peak
+
+    def reset_peak_memory_stats(self, device=None):
+        self.live.reset_peak()
+
+    def get_device_properties(self, device=None):
+        return types.SimpleNamespace(total_memory=self.total, name="fake")
+
+    def empty_cache(self):
+        self.empty_cache_calls += 1
+
+    def synchronize(self, device=None):
+        pass
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    fake = FakeCuda()
+    for name in ("set_per_process_memory_fraction", "get_per_process_memory_fraction", "memory_allocated",
+                 "memory_reserved", "max_memory_allocated", "reset_peak_memory_stats", "get_device_properties",
+                 "empty_cache", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    monkeypatch.setattr(memory, "_cuda", lambda device: True)
+    with fake.live:
+        yield fake
+
+
+def test_cuda_branch_of_limit_caps_and_restores(fake_cuda, capsys):
+    model = mlp(inputs=32, hidden=128, outputs=4, depth=3)
+    x, y = _data(512)
+    with pytest.raises(torch.OutOfMemoryError):
+        with memory.limit("cpu", 64 * 1024):
+            _step(model, x, y)
+    assert "set_per_process_memory_fraction" in capsys.readouterr().out
+    assert fake_cuda.fractions[0] < 1.0 and fake_cuda.fraction == 1.0   # capped, then restored
+    assert fake_cuda.empty_cache_calls >= 2
+
+
+def test_cuda_branch_of_gpu_report(fake_cuda):
+    r = memory.gpu_report("cpu", width=64, batch=256)
+    assert r["simulated"] is False
+    assert r["oom_reproduced"] and r["accumulated_fits"] and r["memory_released"] and r["fraction_restored"]
+    assert r["peak_full_batch_bytes"] > r["peak_accumulated_bytes"] > 0
+    assert fake_cuda.fraction == 1.0
