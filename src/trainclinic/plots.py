@@ -37,25 +37,29 @@ def _finite(values):
 
 
 def draw(history, title=""):
-    """Render {'loss': [...], 'grad_norm': [...]} as PNG bytes (log scales; first non-finite step marked)."""
+    """Render {'loss': [...], 'grad_norm': [...], other lists...} as PNG bytes, one panel each (log scales for
+    wide ranges; first non-finite step marked)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 3), dpi=80)
-    panels = [k for k in ("loss", "grad_norm") if history.get(k)]
+    extra = [k for k, v in history.items() if k not in ("step", "loss", "grad_norm") and isinstance(v, list) and v]
+    panels = [k for k in ("loss", "grad_norm") if history.get(k)] + extra
+    fig = Figure(figsize=(4 * max(len(panels), 2), 3), dpi=80)
     for i, key in enumerate(panels or ["loss"]):
         ax = fig.add_subplot(1, max(len(panels), 1), i + 1)
         values = list(history.get(key, []))
-        steps = list(history.get("step", range(len(values))))[: len(values)]
+        steps = list(history.get("step", []))
+        aligned = len(steps) == len(values)
+        steps = steps if aligned else list(range(len(values)))  # e.g. one value per epoch
         ys = _finite(values)
         positive = [v for v in ys if v == v and v > 0]
-        ax.plot(steps, ys, lw=1.5, color="tab:blue" if key == "loss" else "tab:orange")
+        ax.plot(steps, ys, lw=1.5, color={"loss": "tab:blue", "grad_norm": "tab:orange"}.get(key, "tab:green"))
         if positive and max(positive) / min(positive) > 50:
             ax.set_yscale("log")
         bad = [s for s, v in zip(steps, values) if v is None or not math.isfinite(v)]
         if bad:
             ax.axvline(bad[0], color="red", ls="--", lw=1)
             ax.text(bad[0], 0.95, f" non-finite at step {bad[0]}", color="red", transform=ax.get_xaxis_transform(), va="top")
-        ax.set_xlabel("step")
+        ax.set_xlabel("step" if aligned else "epoch")
         ax.set_title(key.replace("_", " "))
         ax.grid(alpha=0.3)
     if title:
