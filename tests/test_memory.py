@@ -1,5 +1,4 @@
 """trainclinic.memory: the simulated OOM, the live-bytes tracker, measure/limit, and gpu_report's logic on the CPU."""
-import gc
 import types
 import weakref
 
