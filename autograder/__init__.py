@@ -1,0 +1,1 @@
+"""Instructor tooling around nbgrader: bulk grading (`python -m autograder.grade`), sample submissions."""

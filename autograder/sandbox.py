@@ -1,0 +1,95 @@
+"""Kernel launcher used by the grading kernelspec: limits, isolation, then exec the real ipykernel.
+
+    python sandbox.py SETTINGS_JSON -f CONNECTION_FILE
+
+SETTINGS_JSON: {"mem": bytes, "fsize": bytes, "hide": [paths], "user": uid or null, "python": path,
+"guard": path}. As root (in the worker's private network namespace) it also enters a private mount
+namespace, covers `hide` with empty tmpfs mounts (the instructor's solutions, the gradebooks, the other
+students' submissions), gives the kernel its own home and working folder, and drops to `user`. Then it
+caps the address space (RLIMIT_AS), file size and core dumps, and execs ipykernel with the guard loaded
+before any learner code. The guard's secret comes from TRAINCLINIC_GUARD_TOKEN and goes over a pipe.
+"""
+import ctypes
+import json
+import os
+import resource
+import shutil
+import sys
+
+CLONE_NEWNS = 0x00020000
+
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+
+
+def _mounts():
+    """Mount points of this namespace (octal escapes decoded)."""
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    return [p.encode().decode("unicode_escape") for p in points]
+
+
+def _isolate(cfg, conn):
+    """Private mount namespace: everything read-only, the instructor's files hidden, a fresh /tmp, only the
+    task's own folder writable; then drop to an unprivileged user when the python install allows it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return conn
+    libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
+    task, home, uid, cwd = cfg["task"], cfg["home"], cfg.get("user"), os.getcwd()
+    os.makedirs(home, exist_ok=True)
+    private = os.path.join(home, "kernel.json")
+    shutil.copy(conn, private)
+    keep = os.open(task, os.O_RDONLY | os.O_DIRECTORY)
+    for point in _mounts():
+        if not point.startswith(("/proc", "/sys", "/dev")):
+            libc.mount(None, point.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+    for path in cfg.get("hide", []):
+        if os.path.isdir(path):
+            libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k,mode=0755")
+    for path in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(path):
+            libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=512m,mode=1777")
+    os.makedirs(task, exist_ok=True)  # inside the fresh /tmp when the task lived there: bind the real one back
+    libc.mount(f"/proc/self/fd/{keep}".encode(), task.encode(), None, MS_BIND, None)
+    libc.mount(None, task.encode(), None, MS_BIND | MS_REMOUNT, None)
+    os.close(keep)
+    os.chdir(cwd)
+    if uid is not None:
+        for path in (home, private, cwd):
+            os.chown(path, uid, uid)
+        os.chmod(private, 0o600)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return private
+
+
+def main(argv):
+    cfg = json.loads(argv[1])
+    conn = argv[argv.index("-f") + 1]
+    if cfg.get("isolate") and os.geteuid() == 0:
+        conn = _isolate(cfg, conn)
+    env = dict(os.environ)
+    env.update(HOME=cfg["home"], IPYTHONDIR=os.path.join(cfg["home"], ".ipython"),
+               MPLCONFIGDIR=os.path.join(cfg["home"], ".mpl"), MALLOC_ARENA_MAX="2",
+               OMP_NUM_THREADS=str(cfg.get("threads", 1)), MKL_NUM_THREADS=str(cfg.get("threads", 1)))
+    token = env.pop("TRAINCLINIC_GUARD_TOKEN", "")
+    read, write = os.pipe()
+    os.write(write, token.encode())
+    os.close(write)
+    os.set_inheritable(read, True)
+    env["TRAINCLINIC_GUARD_FD"] = str(read)
+    for res, value in ((resource.RLIMIT_AS, cfg.get("mem")), (resource.RLIMIT_FSIZE, cfg.get("fsize")),
+                       (resource.RLIMIT_CORE, 0)):
+        if value is not None:
+            resource.setrlimit(res, (value, value))
+    guard = cfg["guard"]
+    boot = f"exec(compile(open({guard!r}).read(), {guard!r}, 'exec'), {{'__name__': 'trainclinic_guard'}})"
+    args = [cfg["python"], "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.hist_file=:memory:",
+            f"--IPKernelApp.exec_lines={boot}"]
+    os.execve(cfg["python"], args, env)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,204 @@
+"""The bulk grader (`python -m autograder.grade`, `make grade`) driven for real over the sample corpus.
+
+The corpus (autograder/corpus.py) holds, on the first lesson, every kind of submission a class sends in:
+correct, blank, each typical wrong fix, loops and sleeps past the limits, os._exit and a segfault,
+memory hogs, megabytes of output, stderr from learner code inside the checks, malformed JSON, an older
+nbformat, deleted / edited / duplicated cells, renamed and Colab-renamed files, forced passes
+(monkeypatched checks, a fake CheckFailed, patches made during a check, the guard switched off) and a
+submission that snoops on the hidden tests and writes outside its folder. Every grade and every reason
+is asserted; then the run is interrupted and resumed.
+"""
+import csv
+import html
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import LESSONS, ROOT, grade_id, load, source_nb
+
+sys.path.insert(0, str(ROOT))
+from autograder import corpus, intake  # noqa: E402
+
+LESSON = LESSONS[0]
+LIMITS = ["--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "180", "--memory", "3", "--no-progress"]
+
+
+def grade(submissions, out, *extra, check=True, **kw):
+    """Run the real command; return the completed process."""
+    cmd = [sys.executable, "-m", "autograder.grade", str(submissions), "--out", str(out), "--lessons", LESSON, *LIMITS, *extra]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, **kw)
+    if check:
+        assert proc.returncode == 0, f"grade failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def rows(out):
+    return {(r["student"], r["lesson"]): r for r in csv.DictReader((Path(out) / "grades.csv").open())}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The hostile corpus, graded once: (expected, out folder, summary printed)."""
+    tmp = tmp_path_factory.mktemp("gradecli")
+    subs = tmp / "submissions"
+    expected = corpus.build(subs, LESSON)
+    t0 = time.monotonic()
+    proc = grade(subs, tmp / "out", timeout=1800)
+    print(f"corpus of {len(expected)} graded in {time.monotonic() - t0:.0f} s")
+    return expected, tmp / "out", proc.stdout
+
+
+STUDENTS = sorted(corpus.cases(LESSON))
+
+
+@pytest.mark.nbgrader
+@pytest.mark.parametrize("student", STUDENTS)
+def test_corpus_grade(graded, student):
+    """Each submission gets the grade its honest work earns, with its reasons in grades.csv and the summary."""
+    expected, out, summary = graded
+    want = expected[student]
+    row = rows(out)[(student, want["lesson"])]
+    got = {g: float(row[g]) for g in want["scores"]}
+    assert got == want["scores"], f"{student}: {row['reasons']}"
+    assert float(row["total"]) == sum(want["scores"].values())
+    assert row["status"] == want["status"], row["reasons"]
+    line = next((l for l in summary.splitlines() if l.strip().startswith(f"{student}/")), "")
+    for reason in want["reasons"]:
+        assert reason in row["reasons"], f"{student}: reason {reason!r} missing from {row['reasons']!r}"
+        assert reason in line, f"{student}: reason {reason!r} missing from the summary line {line!r}"
+    for path in want["absent"]:
+        assert not Path(path).exists(), f"{student} wrote {path}"
+    if want["outputs_not"]:
+        text = (out / "autograded" / student / want["lesson"] / f"{want['lesson']}.ipynb").read_text()
+        for bad in want["outputs_not"]:
+            assert bad not in text, f"{student}: {bad!r} in its outputs"
+
+
+@pytest.mark.nbgrader
+def test_summary_and_files(graded):
+    """One CSV row per student; the summary counts them; a feedback page per graded submission."""
+    expected, out, summary = graded
+    assert set(s for s, _ in rows(out)) == set(expected)
+    n_failed = sum(e["status"] == "failed" for e in expected.values())
+    assert f"graded {len(expected) - n_failed} notebooks" in summary
+    assert f"failed to grade ({n_failed})" in summary
+    assert re.search(r"in [\d.]+ s", summary)
+    for student, e in expected.items():
+        if e["status"] == "graded":
+            assert (out / "feedback" / student / e["lesson"] / f"{e['lesson']}.html").exists(), student
+
+
+def _hidden_lines(lesson):
+    lines = []
+    for cell in load(source_nb(lesson))["cells"]:
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        m = re.search(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", src, re.S)
+        if m:
+            lines += [l.strip() for l in m.group(1).splitlines() if l.strip()]
+    return lines
+
+
+@pytest.mark.nbgrader
+@pytest.mark.parametrize("student", ["correct", "blank", "wrong-batch-left-on-cpu"])
+def test_feedback_hides_hidden_tests(graded, student):
+    """Feedback shows each test's pass/fail and message, never the hidden tests' code nor the grader's seal."""
+    expected, out, _ = graded
+    if student not in expected:
+        pytest.skip(f"no {student} in this lesson's corpus")
+    page = html.unescape((out / "feedback" / student / LESSON / f"{LESSON}.html").read_text())
+    text = re.sub(r"<[^>]+>", "", page)
+    hidden = _hidden_lines(LESSON)
+    assert hidden, "the lesson has hidden tests"
+    for line in hidden:
+        assert line not in text, f"hidden test code in {student}'s feedback: {line}"
+    assert "trainclinic seal" not in text
+    assert "BEGIN HIDDEN TESTS" not in text
+    if student == "correct":
+        assert "✓" in text
+    else:
+        assert "CheckFailed" in text
+
+
+@pytest.mark.nbgrader
+def test_gradebook_export(graded, tmp_path):
+    """The class gradebook is nbgrader's own: `nbgrader export` agrees with grades.csv."""
+    expected, out, _ = graded
+    env = dict(os.environ, TRAINCLINIC_COURSE_ROOT=str(out / "course"), TRAINCLINIC_GRADEBOOK=str(out / "gradebook.db"))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    dest = tmp_path / "export.csv"
+    subprocess.run([sys.executable, "-m", "nbgrader", "export", f"--to={dest}"], cwd=ROOT / "autograder", env=env,
+                   check=True, capture_output=True)
+    ours = rows(out)
+    for r in csv.DictReader(dest.open()):
+        if r["assignment"] == LESSON and (r["student_id"], LESSON) in ours:
+            assert float(r["score"]) == float(ours[(r["student_id"], LESSON)]["total"]), r["student_id"]
+
+
+@pytest.mark.nbgrader
+def test_rerun_resumes(graded):
+    """Running again regrades nothing that is done and changes no grade."""
+    expected, out, _ = graded
+    before = (out / "grades.csv").read_text()
+    proc = grade(out.parent / "submissions", out, timeout=600)
+    assert f"(0 run now, {len(expected)} already done)" in proc.stdout
+    assert (out / "grades.csv").read_text() == before
+
+
+@pytest.mark.nbgrader
+def test_kill_and_resume(tmp_path):
+    """Kill a run once a notebook is done; the next run grades only the rest, and the gradebook is sound."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    corpus.build(subs, LESSON, only={"correct", "blank", "old-format", "renamed"})
+    cmd = [sys.executable, "-m", "autograder.grade", str(subs), "--out", str(out), "--lessons", LESSON, *LIMITS]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    done = out / "work" / "done"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not (done.exists() and any(done.iterdir())):
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = len(list(done.iterdir()))
+    assert 1 <= finished < 4, f"{finished} done before the kill"
+    again = grade(subs, out, timeout=900)
+    assert f"({4 - finished} run now, {finished} already done)" in again.stdout, again.stdout
+    r = rows(out)
+    assert float(r[("correct", LESSON)]["total"]) == float(r[("correct", LESSON)]["max"]) > 0
+    assert float(r[("blank", LESSON)]["total"]) == 0
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
+        assert {s.student_id for s in gb.assignment_submissions(LESSON)} == {"correct", "blank", "old-format", "renamed"}
+
+
+def test_intake_names(tmp_path):
+    """Students and lessons from every naming a class produces (no grading)."""
+    import zipfile
+
+    ref = json.dumps(corpus.reference(LESSON))
+    files = {
+        f"submitted/ann/{LESSON}/{LESSON}.ipynb": ref,
+        f"bob/Copy of {LESSON}.ipynb": ref,
+        f"cy_{LESSON} (1).ipynb": ref,
+        "dee/whatever I called it.ipynb": ref,
+        "notes.txt": "hello",
+        f"eve_{LESSON}.ipynb": "{ not json",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    with zipfile.ZipFile(tmp_path / "fay_12345_upload.zip", "w") as z:
+        z.writestr(f"sub/{LESSON} (2).ipynb", ref)
+    items, skipped = intake.collect(tmp_path, [LESSON], ROOT / "notebooks")
+    got = {(i.student, i.lesson): i for i in items}
+    assert set(got) == {(s, LESSON) for s in ("ann", "bob", "cy", "dee", "eve", "fay")}
+    assert "malformed notebook" in got[("eve", LESSON)].failure
+    assert any("recognised by its cells" in r for r in got[("dee", LESSON)].reasons)
+    assert all(not got[(s, LESSON)].failure for s in ("ann", "bob", "cy", "dee", "fay"))
+    assert skipped == [("notes.txt", "not a notebook")]
