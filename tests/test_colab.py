@@ -1,0 +1,270 @@
+"""What a learner in Colab (or any plain Jupyter) meets, short of Colab itself.
+
+(a) The setup cell, in a fresh Python where trainclinic is not importable and subprocess.run is mocked:
+    it asks pip for trainclinic only, with --no-deps, from [tool.trainclinic] in pyproject.toml (never torch);
+    where trainclinic is importable it installs nothing.
+(b) Every release notebook carries the badge and setup cell stamped with the configured repository, and
+    tools/release.py stamps a different REPO/BRANCH into every place consistently (on a temporary copy).
+(c) The lessons run with ipywidgets 7.7 (Colab's version) in a separate cached venv, .venv-ipyw7,
+    on the live widget path, with every check passing and no widget or IPython error.
+(d) Learners check their own work without nbgrader: the visible checks pass in a kernel where nbgrader
+    cannot be imported.
+"""
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from browser_helpers import ROOT, fill, lessons, problems
+
+LESSONS = lessons()
+CONF = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["trainclinic"]
+REPO, BRANCH = CONF["repository"], CONF["branch"]
+BADGE_IMG = "https://colab.research.google.com/assets/colab-badge.svg"
+IPYW7 = Path(os.environ.get("TRAINCLINIC_IPYW7_VENV", ROOT / ".venv-ipyw7"))
+# torch first and pinned (a fresh venv resolving torch>=2.4 would fetch a multi-GB CUDA build), then Colab's
+# ipywidgets, then trainclinic itself without dependencies (as the setup cell installs it).
+IPYW7_TORCH = os.environ.get("TORCH", "torch==2.13.0")
+IPYW7_PACKAGES = ["ipywidgets==7.7.*", "ipykernel", "nbclient", "nbformat", "matplotlib"]
+
+
+def _src(cell):
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _cells(path):
+    return json.loads(Path(path).read_text())["cells"]
+
+
+def _setup(path):
+    found = [c for c in _cells(path) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "setup"]
+    assert len(found) == 1, f"{path}: {len(found)} setup cells"
+    return _src(found[0])
+
+
+def _clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NBGRADER_EXECUTION", "TRAINCLINIC_STATIC", "PYTHONPATH", "JPY_PARENT_PID", "MPLBACKEND")
+           and not k.startswith("JUPYTER")}
+    env.update(extra)
+    return env
+
+
+# ---- (a) the setup cell ---------------------------------------------------------------------------------
+
+# Runs a setup cell with subprocess.run recorded instead of run. With hide=True, trainclinic is first made
+# unimportable (its sys.path entry and any editable-install finder removed), and the recorded "pip install"
+# puts it back, as a real install would. Prints the recorded calls as JSON on the last line.
+SETUP_DRIVER = r'''
+import importlib.util, json, subprocess, sys
+from pathlib import Path
+hide, src_dir, code = json.loads(sys.argv[1])
+calls = []
+if hide:
+    sys.path[:] = [p for p in sys.path if not (Path(p or ".") / "trainclinic" / "__init__.py").exists()]
+    sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__name__.lower()
+                        and "editable" not in getattr(f, "__name__", "").lower()]
+    sys.path_importer_cache.clear()
+    assert importlib.util.find_spec("trainclinic") is None, "trainclinic is still importable"
+def fake_run(args, *a, **kw):
+    calls.append({"args": list(args), "kw": {k: repr(v) for k, v in kw.items()}})
+    sys.path.insert(0, src_dir)
+    importlib.invalidate_caches()
+    return subprocess.CompletedProcess(args, 0)
+subprocess.run = fake_run
+code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+exec(compile(code, "<setup cell>", "exec"), {"__name__": "__main__"})
+import trainclinic
+print(json.dumps({"calls": calls, "trainclinic": trainclinic.__file__}))
+'''
+
+
+def _run_setup(code, hide):
+    proc = subprocess.run([sys.executable, "-c", SETUP_DRIVER, json.dumps([hide, str(ROOT / "src"), code])],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT / "tests", env=_clean_env())
+    assert proc.returncode == 0, f"the setup cell failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_setup_installs_only_trainclinic_without_deps(lesson):
+    code = _setup(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    result, out = _run_setup(code, hide=True)
+    calls = result["calls"]
+    assert len(calls) == 1, f"expected one pip call, got {calls}"
+    args = calls[0]["args"]
+    assert args[:4] == [sys.executable, "-m", "pip", "install"], args
+    assert "--no-deps" in args, f"pip must not touch Colab's torch: {args}"
+    assert args[-1] == f"git+{REPO}@{BRANCH}", f"installs {args[-1]}, pyproject says git+{REPO}@{BRANCH}"
+    assert not any("torch" in a.replace("trainclinic", "") for a in args), f"the install names torch: {args}"
+    assert not any(a in ("-U", "--upgrade", "--force-reinstall") for a in args), args
+    assert calls[0]["kw"].get("check") == "True", "a failed install must stop the setup cell"
+    assert "trainclinic:" in out, "the banner did not print after the install"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_setup_installs_nothing_when_trainclinic_is_there(lesson):
+    code = _setup(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    result, out = _run_setup(code, hide=False)
+    assert result["calls"] == [], f"trainclinic is importable, yet the setup cell ran {result['calls']}"
+    assert "trainclinic:" in out
+
+
+# ---- (b) badge and stamping ----------------------------------------------------------------------------
+
+def _badge_url(lesson, repo, branch):
+    path = repo.removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{path}/blob/{branch}/notebooks/{lesson}/{lesson}.ipynb"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_has_badge_and_setup_stamped(lesson):
+    cells = _cells(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    intro = _src(cells[0])
+    assert f"[![Open In Colab]({BADGE_IMG})]({_badge_url(lesson, REPO, BRANCH)})" in intro, \
+        f"{lesson}: the first cell lacks the Colab badge for {REPO}@{BRANCH}"
+    assert f'"git+{REPO}@{BRANCH}"' in _setup(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    text = "".join(_src(c) for c in cells)
+    assert text.count("colab.research.google.com/github/") == 1, f"{lesson}: more than one badge link"
+
+
+def _digest(paths):
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(str(p).encode() + Path(p).read_bytes())
+    return h.hexdigest()
+
+
+def test_release_stamps_repo_everywhere(tmp_path):
+    """REPO/BRANCH in the environment reach the badge and the setup cell of every lesson, source and release."""
+    tracked = [p for d in ("solutions", "notebooks") for p in (ROOT / d).rglob("*.ipynb")]
+    before = _digest(tracked)
+    copy = tmp_path / "course"
+    for d in ("tools", "solutions", "autograder", "src"):
+        shutil.copytree(ROOT / d, copy / d, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    shutil.copy(ROOT / "pyproject.toml", copy)
+    repo, branch = "https://github.com/example-school/ml-clinic", "spring-2027"
+    lesson = LESSONS[0]
+    driver = ("import sys; sys.path.insert(0, 'tools'); import release\n"
+              "repo, branch = release.settings()\n"
+              "for lesson in release.lessons(): release.stamp(lesson, repo, branch)\n"
+              f"release.generate({lesson!r})\n")
+    env = _clean_env(REPO=repo, BRANCH=branch, TRAINCLINIC_GRADEBOOK=str(tmp_path / "gradebook.db"),
+                     PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run([sys.executable, "-c", driver], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    old = REPO.removeprefix("https://github.com/")
+    stamped = [copy / "solutions" / name / f"{name}.ipynb" for name in sorted(p.name for p in (copy / "solutions").iterdir())
+               if (copy / "solutions" / name / f"{name}.ipynb").exists()]
+    stamped.append(copy / "notebooks" / lesson / f"{lesson}.ipynb")  # generated by nbgrader from the stamped source
+    for path in stamped:
+        name = path.parent.name
+        text = "".join(_src(c) for c in _cells(path))
+        assert old not in text, f"{path.relative_to(copy)} still names {old}"
+        assert f"[![Open In Colab]({BADGE_IMG})]({_badge_url(name, repo, branch)})" in text, f"{path}: badge not stamped"
+        assert f'"git+{repo}@{branch}"' in _setup(path), f"{path}: setup cell not stamped"
+    assert _digest(tracked) == before, "stamping a copy changed the repository's notebooks"
+
+
+# ---- (c) ipywidgets 7.7 ---------------------------------------------------------------------------------
+
+def _ipyw7_venv():
+    """The cached venv with Colab's ipywidgets 7.7; built once (about a minute), shared by xdist workers."""
+    spec = json.dumps([IPYW7_TORCH, IPYW7_PACKAGES, (ROOT / "pyproject.toml").read_text()])
+    ready = IPYW7 / ".ready"
+    python = IPYW7 / "bin" / "python"
+    IPYW7.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{IPYW7}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready.exists() and ready.read_text() == spec and python.exists():
+            return python, 0.0
+        start = time.monotonic()
+        shutil.rmtree(IPYW7, ignore_errors=True)
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        steps = [[sys.executable, "-m", "venv", str(IPYW7)], pip + [IPYW7_TORCH], pip + IPYW7_PACKAGES,
+                 pip + ["--no-deps", "-e", str(ROOT)]]
+        for cmd in steps:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=_clean_env())
+            if proc.returncode:
+                pytest.fail(f"building {IPYW7.name} failed at {' '.join(cmd[-3:])}:\n{proc.stderr[-3000:]}")
+        ready.write_text(spec)
+        return python, time.monotonic() - start
+
+
+def _execute(python, path, env):
+    """Execute one notebook in place with `python`'s own kernel; the executed notebook (dict) and seconds."""
+    proc = subprocess.run([str(python), str(ROOT / "tests" / "browser_helpers.py"), "execute", str(path)],
+                          capture_output=True, text=True, timeout=900, cwd=path.parent, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seconds = json.loads(proc.stdout.strip().splitlines()[-1])[str(path)]
+    return json.loads(path.read_text()), seconds
+
+
+def _kernel_env(work, **extra):
+    return _clean_env(JUPYTER_DATA_DIR=str(work / "jupyter-data"), IPYTHONDIR=str(work / "ipython"), **extra)
+
+
+@pytest.fixture(scope="module")
+def ipyw7():
+    """The venv's python and its ipywidgets version (the venv is built on first use, then cached)."""
+    python, built = _ipyw7_venv()
+    probe = subprocess.run([str(python), "-c", "import ipywidgets, importlib.util; print(ipywidgets.__version__, "
+                            "importlib.util.find_spec('nbgrader') is None)"], capture_output=True, text=True)
+    version, no_nbgrader = probe.stdout.split()
+    print(f"\n{IPYW7.name}: ipywidgets {version}, built in {built:.0f} s (0 = cached)")
+    return {"python": python, "version": version, "no_nbgrader": no_nbgrader == "True"}
+
+
+def test_ipyw7_venv_is_colab_like(ipyw7):
+    assert ipyw7["version"].startswith("7.7."), ipyw7["version"]
+    assert ipyw7["no_nbgrader"], "the ipywidgets 7 venv must not have nbgrader (a learner's Colab has none)"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_runs_with_ipywidgets_7(lesson, ipyw7, tmp_path):
+    """The solution notebook (hidden tests included) on the live widget path with ipywidgets 7.7."""
+    shutil.copytree(ROOT / "solutions" / lesson, tmp_path / lesson)
+    nb, seconds = _execute(ipyw7["python"], tmp_path / lesson / f"{lesson}.ipynb", _kernel_env(tmp_path))
+    print(f"{lesson} with ipywidgets {ipyw7['version']}: {seconds} s")
+    found = problems(nb, live=True)
+    assert not found, f"{lesson} with ipywidgets {ipyw7['version']}:\n- " + "\n- ".join(found)
+
+
+# ---- (d) checks without nbgrader ------------------------------------------------------------------------
+
+NBGRADER_PROBE = """import importlib, sys
+try:
+    importlib.import_module("nbgrader")
+    print("NBGRADER IMPORTABLE")
+except ImportError:
+    pass
+print("nbgrader loaded:", getattr(sys.modules.get("nbgrader"), "__version__", None) is not None)"""
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_visible_checks_pass_without_nbgrader(lesson, tmp_path):
+    """The release notebook, answers filled in, in a kernel where `import nbgrader` fails: every check passes."""
+    blocker = tmp_path / "block" / "nbgrader"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('nbgrader is not installed here (a learner without it)')\n")
+    shutil.copytree(ROOT / "notebooks" / lesson, tmp_path / lesson)
+    nb = fill(lesson)
+    nb["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": NBGRADER_PROBE})
+    path = tmp_path / lesson / f"{lesson}.ipynb"
+    path.write_text(json.dumps(nb))
+    nb, seconds = _execute(sys.executable, path, _kernel_env(tmp_path, PYTHONPATH=str(tmp_path / "block")))
+    print(f"{lesson} without nbgrader: {seconds} s")
+    last = "".join("".join(o.get("text", "")) for o in nb["cells"][-1].get("outputs", []))
+    assert "nbgrader loaded: False" in last and "NBGRADER IMPORTABLE" not in last, f"nbgrader was importable: {last!r}"
+    assert any(c.get("metadata", {}).get("nbgrader", {}).get("grade") for c in nb["cells"]), f"{lesson}: no check cells"
+    found = problems(nb, live=True)
+    assert not found, f"{lesson} without nbgrader:\n- " + "\n- ".join(found)
