@@ -8,7 +8,7 @@ import warnings
 import torch
 from torch import nn
 
-__all__ = ["pick_device", "banner", "accelerator", "SimulatedCuda", "strays", "is_simulated"]
+__all__ = ["pick_device", "banner", "accelerator", "SimulatedCuda", "strays", "is_simulated", "simulation_limit"]
 
 _FAKE_CUDA = torch.device("cuda", 0)
 
@@ -65,6 +65,14 @@ def is_simulated(t):
     return isinstance(t, FakeTensor)
 
 
+def simulation_limit(exc):
+    """True when `exc` marks what FakeTensorMode cannot simulate (data-dependent ops), not a bug in the code run."""
+    from torch._subclasses import fake_tensor
+
+    limits = (fake_tensor.DynamicOutputShapeException, fake_tensor.DataDependentOutputException)
+    return isinstance(exc, limits) or "not linked with support for cuda" in str(exc)
+
+
 def _fake_item(real):
     def item(self):
         return float("nan") if is_simulated(self) else real(self)
@@ -72,14 +80,49 @@ def _fake_item(real):
     return item
 
 
+def _cuda0(arg):
+    """'cuda' / torch.device('cuda') -> cuda:0 (a CPU-only build cannot ask CUDA for its current device)."""
+    if isinstance(arg, (str, torch.device)):
+        dev = torch.device(arg)
+        if dev.type == "cuda" and dev.index is None:
+            return _FAKE_CUDA
+    return arg
+
+
+def _patched_to(real):
+    def to(self, *args, **kwargs):
+        args = tuple(_cuda0(a) for a in args)
+        if "device" in kwargs:
+            kwargs["device"] = _cuda0(kwargs["device"])
+        return real(self, *args, **kwargs)
+
+    return to
+
+
+def _cuda(self, device=None, non_blocking=False, **kwargs):
+    index = device if isinstance(device, int) else (torch.device(device).index if device is not None else 0)
+    return self.to(torch.device("cuda", index or 0), non_blocking=non_blocking)
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False, **kwargs):
+    dtype, device = dtype or self.dtype, _cuda0(device) if device is not None else self.device
+    if torch.is_tensor(data):
+        return data.detach().clone().to(device=device, dtype=dtype).requires_grad_(requires_grad)
+    return torch.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 class SimulatedCuda:
     """A fake cuda:0 built on PyTorch's FakeTensorMode: shapes, dtypes and devices are real, data is not.
 
     Forward only. Autograd on a fake CUDA tensor aborts the process, so inside this context gradients
-    are off, `Tensor.backward` only counts its calls, and `.item()` on a fake tensor gives nan.
+    are off, `Tensor.backward` only counts its calls, and `.item()` on a fake tensor gives nan. A CPU-only
+    build cannot look up CUDA's current device, so `.cuda()`, `.to("cuda")` and `new_tensor` are routed to
+    cuda:0 explicitly. Data-dependent ops (bincount, nonzero, `if loss > 0`) cannot be simulated: see
+    `simulation_limit`.
     """
 
     device = _FAKE_CUDA
+    active = 0  # how many simulations are open (checks tell simulation limits from learner bugs by it)
 
     def __init__(self, say=True):
         self.say = say
@@ -100,6 +143,9 @@ class SimulatedCuda:
             "backward": self._count_backward,
             "item": _fake_item(torch.Tensor.item),
             "__float__": _fake_item(torch.Tensor.__float__),
+            "to": _patched_to(torch.Tensor.to),
+            "cuda": _cuda,
+            "new_tensor": _new_tensor,
         }
         for name, fn in patches.items():
             stack.callback(setattr, torch.Tensor, name, getattr(torch.Tensor, name))
@@ -108,6 +154,8 @@ class SimulatedCuda:
         warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")  # torch-internal
         stack.enter_context(torch.no_grad())
         stack.enter_context(self.mode)
+        SimulatedCuda.active += 1
+        stack.callback(setattr, SimulatedCuda, "active", SimulatedCuda.active - 1)
         self._stack = stack
         return self
 

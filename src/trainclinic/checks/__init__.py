@@ -13,11 +13,15 @@ import warnings
 
 import torch
 
-__all__ = ["CheckFailed", "check", "call", "expect", "close"]
+__all__ = ["CheckFailed", "SimulationLimit", "check", "call", "expect", "close"]
 
 
 class CheckFailed(AssertionError):
     """A check found the learner's code wrong: expected, observed, hint."""
+
+
+class SimulationLimit(Exception):
+    """Learner code did something the simulated GPU cannot run (not a bug): the check skips that probe."""
 
 
 def _where(exc):
@@ -58,6 +62,10 @@ def call(fn, *args, name=None, where="", **kwargs):
     except NotImplementedError:
         raise CheckFailed(f"`{name}` is not written yet: replace `raise NotImplementedError` with your code") from None
     except Exception as exc:  # any error in learner code is a verdict, not a crash
+        from ..device import SimulatedCuda, simulation_limit
+
+        if SimulatedCuda.active and simulation_limit(exc):
+            raise SimulationLimit(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}{_where(exc)}") from None
         hint = next((h for key, h in HINTS.items() if key in str(exc)), "")
         text = f"`{name}`{' ' + where if where else ''} raised {type(exc).__name__}: {exc}{_where(exc)}"
         raise CheckFailed(text + (f"\nHint: {hint}" if hint else "")) from None
