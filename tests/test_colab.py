@@ -6,7 +6,8 @@
 (b) Every release notebook carries the badge and setup cell stamped with the configured repository, and
     tools/release.py stamps a different REPO/BRANCH into every place consistently (on a temporary copy).
 (c) The lessons run with ipywidgets 7.7 (Colab's version) in a separate cached venv, .venv-ipyw7,
-    on the live widget path, with every check passing and no widget or IPython error.
+    on the live widget path, with every check passing and no widget or IPython error. Building the venv
+    takes about a minute (torch from the local wheel); `-k "not ipywidgets_7"` leaves (c) out.
 (d) Learners check their own work without nbgrader: the visible checks pass in a kernel where nbgrader
     cannot be imported.
 """
@@ -224,7 +225,7 @@ def ipyw7():
     return {"python": python, "version": version, "no_nbgrader": no_nbgrader == "True"}
 
 
-def test_ipyw7_venv_is_colab_like(ipyw7):
+def test_ipywidgets_7_venv_is_colab_like(ipyw7):
     assert ipyw7["version"].startswith("7.7."), ipyw7["version"]
     assert ipyw7["no_nbgrader"], "the ipywidgets 7 venv must not have nbgrader (a learner's Colab has none)"
 
