@@ -196,6 +196,10 @@ def cases(lesson):
         "          '../../../../gradebook.db', '../../../../../' + os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd()))))) + '.db']:\n"
         "    try:\n        data = open(p, 'rb').read()\n        print('READ', p, len(data))\n"
         "    except Exception as e:\n        print('blocked read', p, type(e).__name__)\n"
+        "import socket\n"
+        "for host, port in [('1.1.1.1', 53), ('pypi.org', 443)]:\n"
+        "    try:\n        socket.create_connection((host, port), timeout=3).close()\n        print('CONNECTED', host)\n"
+        "    except Exception as e:\n        print('blocked net', host, type(e).__name__)\n"
         "for d in ['../../..', '../../../..', '/tmp']:\n"
         "    try:\n        print('LISTED', d, sorted(os.listdir(d))[:20])\n"
         "    except Exception as e:\n        print('blocked list', d, type(e).__name__)\n"
@@ -206,7 +210,7 @@ def cases(lesson):
     out["snoops"] = _case({f"snoops/{name}": dumps(_insert_after_answers(copy.deepcopy(ref), snoop))}, lesson, full,
                           absent=[str(REPO / "src" / "trainclinic" / (marker + ".py")), str(REPO / (marker + ".txt")),
                                   f"/tmp/{marker}.txt", f"/tmp/{marker}.txt"],
-                          outputs_not=["READ "])
+                          outputs_not=["READ ", "CONNECTED"])
     return out
 
 

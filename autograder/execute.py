@@ -13,6 +13,7 @@ the tracebacks of test cells (which quote that code); pass/fail and messages sta
 import copy
 import hashlib
 import hmac
+import math
 import os
 import re
 import time
@@ -20,7 +21,7 @@ import time
 from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode, from_dict
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 from nbgrader.preprocessors import Execute
 
@@ -69,7 +70,7 @@ class SafeExecute(Execute):
                             self._skip_rest(index, events)
                             index = len(cells)
                             break
-                        self.timeout = max(1, int(min(cell_limit, left)))
+                        self.timeout = max(1, math.ceil(min(cell_limit, left)))
                         try:
                             self.preprocess_cell(cell, resources, index)
                         except DeadKernelError:
@@ -147,6 +148,8 @@ HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*
 
 class StripHidden(Preprocessor):
     """Feedback filter: hidden tests' code and test tracebacks removed, seals removed everywhere."""
+
+    enabled = Bool(True)
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":

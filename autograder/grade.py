@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from autograder.intake import STUDENT_REGEX, collect
+from autograder.intake import STUDENT_REGEX, collect, lesson_cells
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -123,7 +123,7 @@ class Pool:
                    HOME=self.settings["work"], PYTHONUNBUFFERED="1", JUPYTER_PLATFORM_DIRS="1")
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         if self.netns:
-            cmd = ["unshare", "-n", "--", *cmd]
+            cmd = [*self.netns, "--", *cmd]
         log = open(Path(self.settings["work"]) / "workers.log", "a")
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
                                 cwd=REPO, env=env, start_new_session=True, bufsize=1)
@@ -136,16 +136,23 @@ class Pool:
 
     @staticmethod
     def _kill(proc):
-        import psutil
-
+        """Kill a worker and everything under it (its kernels run in sessions of their own)."""
         try:
-            procs = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            procs = []
-        for p in procs:
+            import psutil
+
             try:
-                p.kill()
+                procs = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True)
             except psutil.NoSuchProcess:
+                procs = []
+            for p in procs:
+                try:
+                    p.kill()
+                except psutil.NoSuchProcess:
+                    pass
+        except ImportError:  # without psutil: the worker's group; orphaned kernels exit with their parent
+            try:
+                os.killpg(proc.pid, 9)
+            except ProcessLookupError:
                 pass
         proc.wait()
 
@@ -199,11 +206,28 @@ class Pool:
                     self._kill(p)
 
 
-def _netns_available():
-    try:
-        return subprocess.run(["unshare", "-n", "--", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+def _netns():
+    """The command prefix that gives a worker a private network namespace (root: unshare -n; others: a user
+    namespace, unshare -rn), or None where neither is allowed."""
+    for prefix in (["unshare", "-n"], ["unshare", "-rn"]):
+        try:
+            if subprocess.run([*prefix, "--", "true"], capture_output=True, timeout=10).returncode == 0:
+                return prefix
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return None
+
+
+def _clean_stale(tmp=None):
+    """Remove work folders left by runs that were killed (their owner process is gone)."""
+    for d in Path(tmp or tempfile.gettempdir()).glob("tc-grade-*"):
+        try:
+            pid = int((d / "owner.pid").read_text())
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
 
 
 def _hide_list(out, submissions):
@@ -226,8 +250,7 @@ def _hide_list(out, submissions):
 
 
 def _write_csv(path, rows, max_scores):
-    checks = sorted({g for l in max_scores.values() for g in l}, key=lambda g: next(
-        (i for i, l in enumerate(sorted(max_scores)) if g in max_scores[l]), 0))
+    checks = list(dict.fromkeys(g for l in sorted(max_scores) for g in max_scores[l]))
     fields = ["student", "lesson", *checks, "total", "max", "status", "reasons"]
     tmp = Path(path).with_suffix(".tmp")
     with tmp.open("w", newline="") as f:
@@ -255,6 +278,8 @@ def run(submissions, out, workers=None, lessons=None, cell_timeout=60, notebook_
     lessons = [l for l in all_lessons if not lessons or l in lessons]
     course, template, main = _prepare(out, lessons)
     max_scores = _max_scores(template, lessons)
+    order = lesson_cells(course / "notebooks", lessons)  # checks in notebook order
+    max_scores = {l: {g: max_scores[l][g] for g in order[l] if g in max_scores[l]} for l in lessons}
     items, skipped = collect(submissions, lessons, course / "notebooks", student_regex)
 
     done_dir, inbox = out / "work" / "done", out / "work" / "inbox"
@@ -279,10 +304,12 @@ def run(submissions, out, workers=None, lessons=None, cell_timeout=60, notebook_
                       "reasons": item.reasons, "digest": digest})
     resumed = len(results)
 
+    _clean_stale()
     work = Path(tempfile.mkdtemp(prefix="tc-grade-"))
     os.chmod(work, 0o711)
-    netns = isolate and _netns_available()
-    settings = {"work": str(work), "template": str(template), "course": str(course), "cell_timeout": cell_timeout,
+    (work / "owner.pid").write_text(str(os.getpid()))
+    netns = _netns() if isolate else None
+    settings = {"real_root": os.geteuid() == 0, "work": str(work), "template": str(template), "course": str(course), "cell_timeout": cell_timeout,
                 "notebook_timeout": notebook_timeout, "memory": int(memory_gb * 2**30), "isolate": isolate,
                 "hide": _hide_list(out, submissions) if isolate else []}
     digests = {t["key"]: t["digest"] for t in tasks}
@@ -330,16 +357,27 @@ def run(submissions, out, workers=None, lessons=None, cell_timeout=60, notebook_
                "notes": [r for r in rows if r["status"] == "graded" and r["reasons"]], "skipped": skipped,
                "resumed": resumed, "ran": len(tasks), "seconds": round(time.monotonic() - t0, 1), "workers": n,
                "network": "off (private network namespace)" if netns else "ON: unshare unavailable, kernels can reach the network",
-               "missing": [i.key for i in items if i.key not in results]}
+               "missing": [i.key for i in items if i.key not in results], "isolation": _isolation(isolate, work)}
     text = _summary_text(summary, out)
     _atomic_write(out / "summary.txt", text)
     print(text)
     return summary
 
 
+def _isolation(isolate, work):
+    from autograder.worker import HERE, _others_can_reach
+
+    if not isolate:
+        return "none (--no-isolation)"
+    if os.geteuid() != 0:
+        return "limits only (not root: no private mounts, kernels run as you)"
+    user = "nobody" if _others_can_reach(sys.executable, HERE, work) else "root (the python install is not reachable by other users)"
+    return f"kernels see a read-only filesystem with the instructor's files hidden, run as {user}"
+
+
 def _summary_text(s, out):
     lines = [f"graded {s['graded']} notebooks ({s['ran']} run now, {s['resumed']} already done) with {s['workers']} "
-             f"workers in {s['seconds']} s; network {s['network']}"]
+             f"workers in {s['seconds']} s; network {s['network']}; isolation: {s['isolation']}"]
     if s["failed"]:
         lines.append(f"failed to grade ({len(s['failed'])}), scored 0:")
         lines += [f"  {r['student']}/{r['lesson']}: {' | '.join(r['reasons'])}" for r in s["failed"]]
@@ -366,9 +404,10 @@ def main(argv=None):
     p.add_argument("--memory", type=float, default=4.0, help="address-space cap per kernel, GB (default 4)")
     p.add_argument("--student-regex", default=STUDENT_REGEX, help="student id from a file or zip name (named group student_id)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-isolation", action="store_true", help="no private namespaces (limits and guard stay)")
     a = p.parse_args(argv)
     s = run(a.submissions, a.out, a.workers, a.lessons, a.cell_timeout, a.notebook_timeout, a.memory,
-            a.student_regex, progress=not a.no_progress)
+            a.student_regex, progress=not a.no_progress, isolate=not a.no_isolation)
     return 1 if s["missing"] else 0
 
 

@@ -63,7 +63,7 @@ def _kernelspec(tdir, settings, home):
     spec = share / "kernels" / "trainclinic-sandbox"
     spec.mkdir(parents=True)
     cfg = {"mem": settings["memory"], "fsize": 256 << 20, "hide": settings["hide"], "isolate": settings["isolate"],
-           "user": 65534 if settings["isolate"] and os.geteuid() == 0 and _others_can_reach(sys.executable, HERE, tdir) else None, "home": str(home), "task": str(tdir),
+           "user": 65534 if settings["isolate"] and settings.get("real_root") and _others_can_reach(sys.executable, HERE, tdir) else None, "home": str(home), "task": str(tdir),
            "python": sys.executable, "guard": str(HERE / "guard.py"), "threads": settings.get("threads", 1)}
     argv = [sys.executable, str(HERE / "sandbox.py"), json.dumps(cfg), "-f", "{connection_file}"]
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "trainclinic (grading)", "language": "python"}))

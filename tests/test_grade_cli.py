@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LESSONS, ROOT, grade_id, load, source_nb
+from conftest import LESSONS, ROOT, load, outputs_text, source_nb
 
 sys.path.insert(0, str(ROOT))
 from autograder import corpus, intake  # noqa: E402
@@ -76,7 +76,9 @@ def test_corpus_grade(graded, student):
     for path in want["absent"]:
         assert not Path(path).exists(), f"{student} wrote {path}"
     if want["outputs_not"]:
-        text = (out / "autograded" / student / want["lesson"] / f"{want['lesson']}.ipynb").read_text()
+        nb = load(out / "autograded" / student / want["lesson"] / f"{want['lesson']}.ipynb")
+        text = "\n".join(outputs_text(c) for c in nb["cells"] if c["cell_type"] == "code")
+        assert "blocked read" in text and "blocked net" in text
         for bad in want["outputs_not"]:
             assert bad not in text, f"{student}: {bad!r} in its outputs"
 
@@ -202,3 +204,33 @@ def test_intake_names(tmp_path):
     assert any("recognised by its cells" in r for r in got[("dee", LESSON)].reasons)
     assert all(not got[(s, LESSON)].failure for s in ("ann", "bob", "cy", "dee", "fay"))
     assert skipped == [("notes.txt", "not a notebook")]
+
+
+def _run_safe(sources, **limits):
+    """Execute a tiny notebook with SafeExecute on a plain kernel; return its cells."""
+    import nbformat
+
+    from autograder.execute import SafeExecute
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    ex = SafeExecute(kernel_name="python3", shutdown_kernel="immediate", **limits)
+    ex.preprocess(nb, {"metadata": {"path": str(ROOT)}})
+    return nb.cells
+
+
+def _errors(cell):
+    return [o["ename"] for o in cell.outputs if o.output_type == "error"]
+
+
+def test_dead_kernel_is_restarted_and_replayed():
+    """A cell that kills the kernel loses its own output only: the kernel restarts, earlier cells replay."""
+    cells = _run_safe(["a = 41", "import os; os._exit(1)", "print(a + 1)"], timeout=60)
+    assert _errors(cells[1]) == ["KernelDied"]
+    assert "42" in "".join(o.get("text", "") for o in cells[2].outputs)
+
+
+def test_notebook_budget():
+    """Past the notebook's budget, the cell running is stopped and the remaining cells are not run."""
+    cells = _run_safe(["import time", "time.sleep(60)", "z = 1"], timeout=60, notebook_timeout=15)
+    assert _errors(cells[1]) == ["CellTimeoutError"]
+    assert _errors(cells[2]) == ["NotebookTimeout"]
