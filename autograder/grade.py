@@ -280,7 +280,7 @@ def run(submissions, out, workers=None, lessons=None, cell_timeout=60, notebook_
     max_scores = _max_scores(template, lessons)
     order = lesson_cells(course / "notebooks", lessons)  # checks in notebook order
     max_scores = {l: {g: max_scores[l][g] for g in order[l] if g in max_scores[l]} for l in lessons}
-    items, skipped = collect(submissions, lessons, course / "notebooks", student_regex)
+    items, skipped = collect(submissions, lessons, course / "notebooks", student_regex, REPO / "solutions")
 
     done_dir, inbox = out / "work" / "done", out / "work" / "inbox"
     results, tasks = {}, []

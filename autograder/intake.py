@@ -93,10 +93,21 @@ def _lesson_by_name(name, lessons):
     return None
 
 
-def _lesson_by_content(nb, cells):
+def _lesson_by_content(nb, known):
+    """The lesson whose grade ids the notebook shares most (ids common to every lesson, like 'setup', do not count)."""
     ids = {_gid(c) for c in nb.get("cells", []) if _gid(c)}
-    best = max(cells, key=lambda l: len(ids & set(cells[l])), default=None)
-    return best if best and ids & set(cells[best]) else None
+    common = set.intersection(*known.values()) if len(known) > 1 else set()
+    best = max(known, key=lambda l: len(ids & (known[l] - common)), default=None)
+    return best if best and ids & (known[best] - common) else None
+
+
+def _known_ids(solutions):
+    """{lesson: grade ids} for every lesson in solutions/ (to recognise a notebook of any lesson)."""
+    out = {}
+    for p in sorted(Path(solutions).iterdir()):
+        if (p / f"{p.name}.ipynb").exists():
+            out[p.name] = {_gid(c) for c in json.loads((p / f"{p.name}.ipynb").read_text())["cells"] if _gid(c)}
+    return out
 
 
 def _student(rel, regex, archives=()):
@@ -140,10 +151,13 @@ def _inspect(item, cells):
         item.reasons.append(f"duplicate grade ids: {', '.join(sorted(set(dups)))} (the first copy keeps the id)")
 
 
-def collect(folder, lessons, release_dir, student_regex=STUDENT_REGEX):
-    """(items, skipped): one Item per (student, lesson) found, and [(file, why)] for files not graded."""
+def collect(folder, lessons, release_dir, student_regex=STUDENT_REGEX, solutions=None):
+    """(items, skipped): one Item per (student, lesson) found, and [(file, why)] for files not graded.
+    Only `lessons` are collected; notebooks of other lessons are recognised and left out."""
     folder = Path(folder)
     cells = lesson_cells(release_dir, lessons)
+    known = _known_ids(solutions) if solutions else {}
+    known.update({l: set(c) for l, c in cells.items()})
     from nbgrader.plugins.zipcollect import ExtractorPlugin  # nbgrader's zip_collect unpacking
 
     tmp = Path(tempfile.mkdtemp(prefix="tc-intake-"))
@@ -169,14 +183,18 @@ def collect(folder, lessons, release_dir, student_regex=STUDENT_REGEX):
                 if not by_name:
                     skipped.append((str(rel), f"unreadable and no lesson in its name: {str(exc)[:120]}"))
                     continue
+                if by_name not in lessons:
+                    continue
                 item = Item(student, by_name, source=str(rel), failure=f"malformed notebook ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
                 found.setdefault(item.key, []).append((path, item))
                 continue
             nb = json.loads(nbformat.writes(nb))
-            lesson = _lesson_by_content(nb, cells) or by_name
+            lesson = _lesson_by_content(nb, known) or by_name
             if not lesson:
                 skipped.append((str(rel), "no lesson matches its name or its cells"))
                 continue
+            if lesson not in lessons:
+                continue  # another lesson, not selected for this run
             item = Item(student, lesson, notebook=nb, source=str(rel))
             if version and version < 4:
                 item.reasons.append(f"nbformat {version} notebook upgraded to 4")

@@ -26,6 +26,8 @@ from conftest import LESSONS, ROOT, load, outputs_text, source_nb
 sys.path.insert(0, str(ROOT))
 from autograder import corpus, intake  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("grade-cli")  # the corpus is graded once, on one xdist worker
+
 LESSON = LESSONS[0]
 LIMITS = ["--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "180", "--memory", "3", "--no-progress"]
 
@@ -154,6 +156,7 @@ def test_rerun_resumes(graded):
 
 
 @pytest.mark.nbgrader
+@pytest.mark.xdist_group("grade-cli-kill")
 def test_kill_and_resume(tmp_path):
     """Kill a run once a notebook is done; the next run grades only the rest, and the gradebook is sound."""
     subs, out = tmp_path / "subs", tmp_path / "out"
@@ -195,9 +198,13 @@ def test_intake_names(tmp_path):
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
+    if len(LESSONS) > 1:  # another lesson's notebook, even renamed, is recognised and left out
+        other = json.dumps(corpus.blank(LESSONS[1]))
+        (tmp_path / "gus").mkdir()
+        (tmp_path / "gus" / "my work.ipynb").write_text(other)
     with zipfile.ZipFile(tmp_path / "fay_12345_upload.zip", "w") as z:
         z.writestr(f"sub/{LESSON} (2).ipynb", ref)
-    items, skipped = intake.collect(tmp_path, [LESSON], ROOT / "notebooks")
+    items, skipped = intake.collect(tmp_path, [LESSON], ROOT / "notebooks", solutions=ROOT / "solutions")
     got = {(i.student, i.lesson): i for i in items}
     assert set(got) == {(s, LESSON) for s in ("ann", "bob", "cy", "dee", "eve", "fay")}
     assert "malformed notebook" in got[("eve", LESSON)].failure
@@ -222,6 +229,7 @@ def _errors(cell):
     return [o["ename"] for o in cell.outputs if o.output_type == "error"]
 
 
+@pytest.mark.xdist_group("grade-cli-kill")
 def test_dead_kernel_is_restarted_and_replayed():
     """A cell that kills the kernel loses its own output only: the kernel restarts, earlier cells replay."""
     cells = _run_safe(["a = 41", "import os; os._exit(1)", "print(a + 1)"], timeout=60)
@@ -229,6 +237,7 @@ def test_dead_kernel_is_restarted_and_replayed():
     assert "42" in "".join(o.get("text", "") for o in cells[2].outputs)
 
 
+@pytest.mark.xdist_group("grade-cli-kill")
 def test_notebook_budget():
     """Past the notebook's budget, the cell running is stopped and the remaining cells are not run."""
     cells = _run_safe(["import time", "time.sleep(60)", "z = 1"], timeout=60, notebook_timeout=15)
