@@ -1,6 +1,6 @@
 """Every lesson in JupyterLab, in headless Chromium, as a learner sees it.
 
-One JupyterLab (temporary copy of the course, free port, no token) serves all lessons (one per pytest worker). For each lesson the
+One JupyterLab (temporary copy of the course, free port, no token) serves all lessons. For each lesson the
 release notebook, with its answer cells filled from the solution, is opened and run with Run > Run All Cells.
 Asserted: the setup banner, PyTorch's own error under every repro cell, passing checks, a LivePlot that
 redraws while the loop trains, an explore slider that redraws its plot when moved, and no widget or
@@ -16,7 +16,8 @@ import pytest
 
 from browser_helpers import ROOT, JupyterLab, failure_message, fill, lessons
 
-pytestmark = pytest.mark.browser
+# one xdist group: `make test` (--dist loadgroup) runs every lesson on one worker, against one server
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 CHROMIUM = os.environ.get("TRAINCLINIC_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
