@@ -299,9 +299,6 @@ def _displayed_outputs(nb):
     return outs
 
 
-@pytest.mark.xfail(strict=True, reason="plots.explore draws into its own Output and discards interactive_output's, "
-                   "where run()'s prints and errors land: a learner moving a slider sees a stale plot and no error "
-                   "(fix reported; remove this mark when plots.py has it)")
 def test_explore_shows_what_run_prints_and_raises(tmp_path):
     nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": src}
                     for src in (EXPLORE_ERROR, "sliders['lr'].value = 0.5  # what moving the slider does")],

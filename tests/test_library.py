@@ -228,3 +228,14 @@ def test_simulation_limits_skip_the_probe_instead_of_failing_the_learner():
     with redirect_stdout(out):
         device_mismatch.check_class_weighted_loss(class_weighted_loss)
     assert "device check was skipped: DynamicOutputShapeException" in out.getvalue()
+
+
+def test_liveplot_keeps_grad_norms_aligned_when_some_are_missing():
+    plot = tc.LivePlot("gaps")
+    plot.update(0, 1.0)
+    plot.update(1, 0.5, 2.0)
+    assert plot.history["grad_norm"] == [None, 2.0] and "last grad norm 2" in plot.summary()
+    assert tc.plots.draw(plot.history)[:4] == b"\x89PNG"
+    no_norms = tc.LivePlot("none")
+    no_norms.update(0, 1.0)
+    assert tc.plots.draw(no_norms.history)[:4] == b"\x89PNG"

@@ -41,8 +41,11 @@ def draw(history, title=""):
     wide ranges; first non-finite step marked)."""
     from matplotlib.figure import Figure
 
-    extra = [k for k, v in history.items() if k not in ("step", "loss", "grad_norm") and isinstance(v, list) and v]
-    panels = [k for k in ("loss", "grad_norm") if history.get(k)] + extra
+    def present(key):
+        return any(v is not None for v in history.get(key) or [])
+
+    extra = [k for k, v in history.items() if k not in ("step", "loss", "grad_norm") and isinstance(v, list) and present(k)]
+    panels = [k for k in ("loss", "grad_norm") if present(k)] + extra
     fig = Figure(figsize=(4 * max(len(panels), 2), 3), dpi=80)
     for i, key in enumerate(panels or ["loss"]):
         ax = fig.add_subplot(1, max(len(panels), 1), i + 1)
@@ -55,7 +58,7 @@ def draw(history, title=""):
         ax.plot(steps, ys, lw=1.5, color={"loss": "tab:blue", "grad_norm": "tab:orange"}.get(key, "tab:green"))
         if positive and max(positive) / min(positive) > 50:
             ax.set_yscale("log")
-        bad = [s for s, v in zip(steps, values) if v is None or not math.isfinite(v)]
+        bad = [s for s, v in zip(steps, values) if v is not None and not math.isfinite(v)]
         if bad:
             ax.axvline(bad[0], color="red", ls="--", lw=1)
             ax.text(bad[0], 0.95, f" non-finite at step {bad[0]}", color="red", transform=ax.get_xaxis_transform(), va="top")
@@ -97,8 +100,7 @@ class LivePlot:
         """Record one step (floats); redraw when live and the step is due."""
         self.history["step"].append(int(step))
         self.history["loss"].append(float(loss))
-        if grad_norm is not None:
-            self.history["grad_norm"].append(float(grad_norm))
+        self.history["grad_norm"].append(None if grad_norm is None else float(grad_norm))
         if self.live and len(self.history["step"]) % self.every == 0:
             self._redraw()
 
@@ -126,7 +128,7 @@ class LivePlot:
         loss = self.history["loss"]
         if not loss:
             return f"{self.title}: no steps recorded"
-        gn = self.history["grad_norm"]
+        gn = [g for g in self.history["grad_norm"] if g is not None]
         tail = f", last grad norm {gn[-1]:.3g}" if gn else ""
         return f"{self.title or 'training'}: {len(loss)} steps, loss {loss[0]:.4g} -> {loss[-1]:.4g}{tail}"
 
@@ -151,6 +153,10 @@ def _slider(name, spec):
     return widgets.FloatSlider(min=low, max=high, step=(high - low) / 100, **common)
 
 
+def _values(values):
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+
+
 def explore(run, title="", **controls):
     """Sliders that rerun `run(**values)` (returning a history dict) and redraw it.
 
@@ -161,20 +167,16 @@ def explore(run, title="", **controls):
     if not live_frontend():
         history = run(**defaults)
         if _in_ipython():
-            _show_png(draw(history, f"{title} {defaults}".strip()))
+            _show_png(draw(history, f"{title} {_values(defaults)}".strip()))
         return history
     import ipywidgets as widgets
-    from IPython.display import clear_output, display
+    from IPython.display import display
 
     sliders = {name: _slider(name, spec) for name, spec in controls.items()}
-    out = widgets.Output()
 
-    def redraw(**values):
-        history = run(**values)
-        with out:
-            clear_output(wait=True)
-            _show_png(draw(history, f"{title} {values}".strip()))
+    def redraw(**values):  # runs inside the Output that interactive_output clears: prints and errors show there
+        _show_png(draw(run(**values), f"{title} {_values(values)}".strip()))
 
-    widgets.interactive_output(redraw, sliders)
+    out = widgets.interactive_output(redraw, sliders)
     display(widgets.VBox([widgets.HBox(list(sliders.values())), out]))
     return sliders
