@@ -99,23 +99,13 @@ def draw(history, title="", max_norm=None):
     return buf.getvalue()
 
 
-class Dashboard:
+class Dashboard(plots.LivePlot):
     """Loss, total and per-layer gradient norms over steps, redrawn every `every` steps (static under grading)."""
 
     def __init__(self, title="", every=5, max_norm=None):
-        self.title = title
-        self.every = max(int(every), 1)
+        super().__init__(title, every)
         self.max_norm = max_norm
-        self.history = {"step": [], "loss": [], "grad_norm": [], "layers": {}}
-        self.live = plots.live_frontend()
-        self.draws = 0
-        self._out = None
-        if self.live:
-            import ipywidgets as widgets
-            from IPython.display import display
-
-            self._out = widgets.Output()
-            display(self._out)
+        self.history["layers"] = {}
 
     def update(self, step, loss, model=None, total=None, layers=None):
         """Record one step: the loss, and the gradient norms of `model` (or the given `total` and `layers`)."""
@@ -131,27 +121,11 @@ class Dashboard:
             self.history["layers"].setdefault(name, [float("nan")] * n).append(float(value))
         for values in self.history["layers"].values():  # layers without a gradient this step
             values.extend([float("nan")] * (n + 1 - len(values)))
-        if self.live and (n + 1) % self.every == 0:
-            self._redraw()
+        self._tick()
 
-    def _redraw(self):
-        from IPython.display import clear_output
-
-        png = draw(self.history, self.title, self.max_norm)
-        with self._out:
-            clear_output(wait=True)
-            plots._show_png(png)
-        self.draws += 1
-
-    def show(self):
-        """Draw the final figure: into the live widget, or once, statically (a summary line without IPython)."""
-        if self.live:
-            self._redraw()
-        elif plots._in_ipython():
-            plots._show_png(draw(self.history, self.title, self.max_norm))
-            self.draws += 1
-        else:
-            print(self.summary())
+    def render(self):
+        """The dashboard figure as PNG bytes."""
+        return draw(self.history, self.title, self.max_norm)
 
     def last_layers(self):
         """{layer: gradient norm} at the last recorded step."""
@@ -170,10 +144,3 @@ class Dashboard:
         rat = f", first/last layer {r:.2g}" if math.isfinite(r) else ""
         return f"{self.title or 'training'}: {len(loss)} steps, loss {loss[0]:.4g} -> {loss[-1]:.4g}{peak}{bad}{rat}"
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if exc[0] is None:
-            self.show()
-        return False

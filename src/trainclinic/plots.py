@@ -101,24 +101,31 @@ class LivePlot:
         self.history["step"].append(int(step))
         self.history["loss"].append(float(loss))
         self.history["grad_norm"].append(None if grad_norm is None else float(grad_norm))
+        self._tick()
+
+    def _tick(self):
         if self.live and len(self.history["step"]) % self.every == 0:
             self._redraw()
+
+    def render(self):
+        """The current figure as PNG bytes."""
+        return draw(self.history, self.title)
 
     def _redraw(self):
         from IPython.display import clear_output
 
-        png = draw(self.history, self.title)
+        png = self.render()
         with self._out:
             clear_output(wait=True)
             _show_png(png)
         self.draws += 1
 
     def show(self):
-        """Draw the final figure: into the live widget, or once, statically."""
+        """Draw the final figure: into the live widget, or once, statically (a summary line without IPython)."""
         if self.live:
             self._redraw()
         elif _in_ipython():
-            _show_png(draw(self.history, self.title))
+            _show_png(self.render())
             self.draws += 1
         else:
             print(self.summary())

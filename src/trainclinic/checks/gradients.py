@@ -3,7 +3,6 @@
 PyTorch is the reference: torch.nn.utils.get_total_norm (through monitor.grad_norm) for norms, and
 torch.nn.utils.clip_grad_norm_ for clipping. Everything runs on the CPU, seeded.
 """
-import contextlib
 import copy
 import math
 
@@ -16,16 +15,6 @@ from . import CheckFailed, call, check, close, expect
 
 __all__ = ["check_grad_norms", "check_clipped_step", "check_build_deep_net"]
 
-
-@contextlib.contextmanager
-def _one_thread():
-    """Tiny models run fastest (and alike everywhere) on one thread; a busy machine makes more threads crawl."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 class _Scaled(nn.Module):
@@ -262,19 +251,16 @@ def _check_build_deep_net(build_deep_net, seed=0, depth=10, hidden=32, steps=80,
 @check("grad_norms")
 def check_grad_norms(grad_norms, seed=0, models_to_try=24):
     """grad_norms(model) -> (total, {layer: norm}) agrees with torch.nn.utils.get_total_norm on many random models."""
-    with _one_thread():
-        return _check_grad_norms(grad_norms, seed, models_to_try)
+    return _check_grad_norms(grad_norms, seed, models_to_try)
 
 
 @check("clipped_step")
 def check_clipped_step(clipped_step, seed=0, depth=6):
     """clipped_step(...) -> (loss, norm before clipping); at optimizer.step the gradients are clipped, same direction."""
-    with _one_thread():
-        return _check_clipped_step(clipped_step, seed, depth)
+    return _check_clipped_step(clipped_step, seed, depth)
 
 
 @check("build_deep_net")
 def check_build_deep_net(build_deep_net, seed=0, depth=10, hidden=32, steps=80, lr=0.05):
     """build_deep_net(inputs, hidden, outputs, depth): gradients reach the first layer, and plain SGD trains it."""
-    with _one_thread():
-        return _check_build_deep_net(build_deep_net, seed, depth, hidden, steps, lr)
+    return _check_build_deep_net(build_deep_net, seed, depth, hidden, steps, lr)
