@@ -7,6 +7,8 @@ SafeExecute is nbgrader's Execute with what a class's submissions need:
   naming what happened; the kernel is then restarted, the cells that ran before are replayed silently
   (their outputs are kept), and grading goes on with the next cell. Nothing else in the notebook loses
   points for it.
+- the guard's seals (see guard.py) are verified here, before nbgrader's LimitOutput could cut one off: a
+  test cell without a valid seal gets an IntegrityError output, so nbgrader itself scores it 0.
 StripHidden removes the hidden tests from the feedback: their code (between the HIDDEN TESTS markers) and
 the tracebacks of test cells (which quote that code); pass/fail and messages stay.
 """

@@ -46,11 +46,27 @@ def _env(course, gradebook):
     return env
 
 
-def _nbgrader(course, gradebook, *args):
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=REPO / "autograder",
-                          env=_env(course, gradebook), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+def _generate(course, gradebook, lessons):
+    """nbgrader generate_assignment for each lesson, in this process (one nbgrader start-up for all)."""
+    if not lessons:
+        return
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    saved = dict(os.environ)
+    os.environ.update(_env(course, gradebook))
+    try:
+        cfg = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "autograder")).load_config()
+        cfg.NbGraderAPI.log_level = "WARN"
+        api = NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg)
+        for lesson in lessons:
+            res = api.generate_assignment(lesson, force=True, create=True)
+            if not res.get("success"):
+                raise SystemExit(f"nbgrader generate_assignment {lesson} failed:\n{res.get('error')}\n{res.get('log')}")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _assignments(gradebook):
@@ -71,12 +87,10 @@ def _prepare(out, lessons):
         link.symlink_to(REPO / "solutions")
     template, main = out / "work" / "template.db", out / "gradebook.db"
     template.parent.mkdir(parents=True, exist_ok=True)
-    for lesson in sorted(set(lessons) - _assignments(template)):
-        _nbgrader(course, template, "generate_assignment", lesson, "--force")
+    _generate(course, template, sorted(set(lessons) - _assignments(template)))
     if not main.exists():
         shutil.copy(template, main)
-    for lesson in sorted(set(lessons) - _assignments(main)):
-        _nbgrader(course, main, "generate_assignment", lesson, "--force")
+    _generate(course, main, sorted(set(lessons) - _assignments(main)))
     return course, template, main
 
 
@@ -352,12 +366,16 @@ def run(submissions, out, workers=None, lessons=None, cell_timeout=60, notebook_
         if not os.environ.get("TRAINCLINIC_KEEP_WORK"):
             shutil.rmtree(work, ignore_errors=True)
     rows = [results[i.key] for i in items if i.key in results]
-    _write_csv(out / "grades.csv", rows, max_scores)
+    have = {(r["student"], r["lesson"]) for r in rows}
+    absent = [{"student": st, "lesson": l, "status": "not submitted", "scores": {}, "reasons": []}
+              for st in sorted({i.student for i in items}) for l in lessons if (st, l) not in have and len(lessons) > 1]
+    _write_csv(out / "grades.csv", rows + absent, max_scores)
     summary = {"graded": sum(r["status"] == "graded" for r in rows), "failed": [r for r in rows if r["status"] != "graded"],
                "notes": [r for r in rows if r["status"] == "graded" and r["reasons"]], "skipped": skipped,
                "resumed": resumed, "ran": len(tasks), "seconds": round(time.monotonic() - t0, 1), "workers": n,
                "network": "off (private network namespace)" if netns else "ON: unshare unavailable, kernels can reach the network",
-               "missing": [i.key for i in items if i.key not in results], "isolation": _isolation(isolate, work)}
+               "missing": [i.key for i in items if i.key not in results], "isolation": _isolation(isolate, work),
+               "not_submitted": len(absent)}
     text = _summary_text(summary, out)
     _atomic_write(out / "summary.txt", text)
     print(text)
@@ -387,6 +405,8 @@ def _summary_text(s, out):
     if s["skipped"]:
         lines.append(f"files not graded ({len(s['skipped'])}):")
         lines += [f"  {f}: {why}" for f, why in s["skipped"]]
+    if s.get("not_submitted"):
+        lines.append(f"not submitted (rows with 0 in grades.csv): {s['not_submitted']}")
     if s["missing"]:
         lines.append(f"NOT FINISHED (run again to resume): {', '.join(s['missing'])}")
     lines.append(f"grades: {out / 'grades.csv'}   feedback: {out / 'feedback'}   gradebook: {out / 'gradebook.db'}")
