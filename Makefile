@@ -33,8 +33,10 @@ test: venv chromium
 release: venv
 	$(PY) tools/release.py
 
+# Lesson timings, then grading a generated class of BENCH_STUDENTS x every lesson (about an hour at 40 on 2 cores).
+BENCH_STUDENTS ?= 40
 bench: venv
-	$(PY) tools/bench.py
+	$(PY) tools/bench.py --students $(BENCH_STUDENTS)
 
 grade: venv
 	$(PY) -m autograder.grade $(ARGS)
