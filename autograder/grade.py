@@ -244,10 +244,15 @@ def _clean_stale(tmp=None):
             continue
 
 
+def _keep_list():
+    """What a kernel needs to see: the venv, the python install, trainclinic's source and the grading code."""
+    return {REPO / ".venv", REPO / "src", REPO / "autograder", Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+            Path(os.path.realpath(sys.executable)).parent.parent}
+
+
 def _hide_list(out, submissions):
     """What a kernel must not see: the instructor's files around the code it needs (venv, python, src)."""
-    keep = {REPO / ".venv", REPO / "src", REPO / "autograder", Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
-            Path(os.path.realpath(sys.executable)).parent.parent}
+    keep = _keep_list()
 
     def cover(path, depth=0):
         path = Path(path)
@@ -325,7 +330,8 @@ def run(submissions, out, workers=None, lessons=None, cell_timeout=60, notebook_
     netns = _netns() if isolate else None
     settings = {"real_root": os.geteuid() == 0, "work": str(work), "template": str(template), "course": str(course), "cell_timeout": cell_timeout,
                 "notebook_timeout": notebook_timeout, "memory": int(memory_gb * 2**30), "isolate": isolate,
-                "hide": _hide_list(out, submissions) if isolate else []}
+                "hide": _hide_list(out, submissions) if isolate else [],
+                "keep": sorted(str(p) for p in _keep_list() if p.is_dir())}
     digests = {t["key"]: t["digest"] for t in tasks}
     bar = None
     if progress and tasks:

@@ -47,9 +47,18 @@ def _isolate(cfg, conn):
     for path in cfg.get("hide", []):
         if os.path.isdir(path):
             libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k,mode=0755")
-    for path in ("/tmp", "/var/tmp", "/dev/shm"):
+    scratch = ("/tmp", "/var/tmp", "/dev/shm")
+    # the venv, python and trainclinic may live under /tmp (a CI clone): hold them open, bind them back read-only
+    needed = [(p, os.open(p, os.O_RDONLY | os.O_DIRECTORY)) for p in cfg.get("keep", [])
+              if os.path.isdir(p) and any(p == s or p.startswith(s + "/") for s in scratch)]
+    for path in scratch:
         if os.path.isdir(path):
             libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=512m,mode=1777")
+    for path, fd in needed:
+        os.makedirs(path, exist_ok=True)
+        libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None)
+        libc.mount(None, path.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+        os.close(fd)
     os.makedirs(task, exist_ok=True)  # inside the fresh /tmp when the task lived there: bind the real one back
     libc.mount(f"/proc/self/fd/{keep}".encode(), task.encode(), None, MS_BIND, None)
     libc.mount(None, task.encode(), None, MS_BIND | MS_REMOUNT, None)

@@ -14,7 +14,11 @@ import stat
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
+
+# nbgrader 0.9 with SQLAlchemy 2.0 warns about its own session use while autograding: noise, not news.
+warnings.filterwarnings("ignore", message="Object of type <Submitted")
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -62,7 +66,8 @@ def _kernelspec(tdir, settings, home):
     share = tdir / "share"
     spec = share / "kernels" / "trainclinic-sandbox"
     spec.mkdir(parents=True)
-    cfg = {"mem": settings["memory"], "fsize": 256 << 20, "hide": settings["hide"], "isolate": settings["isolate"],
+    cfg = {"mem": settings["memory"], "fsize": 256 << 20, "hide": settings["hide"], "keep": settings.get("keep", []),
+           "isolate": settings["isolate"],
            "user": 65534 if settings["isolate"] and settings.get("real_root") and _others_can_reach(sys.executable, HERE, tdir) else None, "home": str(home), "task": str(tdir),
            "python": sys.executable, "guard": str(HERE / "guard.py"), "threads": settings.get("threads", 1)}
     argv = [sys.executable, str(HERE / "sandbox.py"), json.dumps(cfg), "-f", "{connection_file}"]
