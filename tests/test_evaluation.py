@@ -23,14 +23,7 @@ def evaluate(model, loader):
 
 def train_epoch(model, loader, optimizer):
     model.train()
-    losses = []
-    for x, y in loader:
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return sum(losses) / len(losses)
+    return _steps(model, loader, optimizer)
 
 
 def _data(n=20):
