@@ -39,3 +39,14 @@ def test_runner_stops_at_an_unexpected_error(tmp_path):
     assert not result["passed"] and result["cells"] == 3
     assert result["repro_errors"][0]["type"] == "builtins.ZeroDivisionError"
     assert result["error"]["type"] == "builtins.KeyError"
+
+
+def test_mixed_precision_figures_on_any_device():
+    """The GPU report's mixed-precision ratios, computed here on the CPU (bf16) with a small model."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from gpu_check import mixed_precision
+
+    result = mixed_precision(torch.device("cpu"), width=64, batch=256, steps=2)
+    assert result["dtype"] == "torch.bfloat16"
+    assert result["float32"]["peak_bytes"] > 0 and result["mixed"]["peak_bytes"] > 0
+    assert 0 < result["memory_ratio"] < 1.5 and result["speedup"] > 0
