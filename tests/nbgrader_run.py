@@ -39,8 +39,9 @@ class Course:
 
     def __init__(self, tmp):
         self.root = Path(tmp) / "course"
-        self.root.mkdir(parents=True)
-        (self.root / "solutions").symlink_to(ROOT / "solutions")
+        if not self.root.exists():  # an existing course folder is reopened as it is
+            self.root.mkdir(parents=True)
+            (self.root / "solutions").symlink_to(ROOT / "solutions")
         self.db = Path(tmp) / "gradebook.db"
         self.env = dict(os.environ, TRAINCLINIC_COURSE_ROOT=str(self.root), TRAINCLINIC_GRADEBOOK=str(self.db))
         self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"  # nbgrader runs alembic

@@ -4,6 +4,9 @@ The reference solution gets full marks, the blank release 0, each wrong fix lose
 the checks it breaks (with the expected message), and correct fixes written differently get full marks.
 """
 import csv
+import fcntl
+import json
+import os
 
 import pytest
 
@@ -13,19 +16,31 @@ from nbgrader_run import Course, submission, variants
 ALLOWED_ERRORS = {"CheckFailed", "NotImplementedError"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def graded(tmp_path_factory):
-    """Grade every lesson's variants once per test module (per worker): {lesson: (course, scores)}."""
+    """Grade every lesson's variants once per test run, whichever xdist worker asks first: {lesson: (course, scores)}.
+
+    The graded course lives in a folder all workers share, behind a file lock, so a lesson whose tests land
+    on two workers (or come back after pytest tore a fixture down) is never graded twice.
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "graded"
+    shared.mkdir(exist_ok=True)
     cache = {}
 
     def get(lesson):
         if lesson not in cache:
-            course = Course(tmp_path_factory.mktemp(lesson))
-            course.nbgrader("generate_assignment", lesson, "--force")
-            for name, spec in variants(lesson).items():
-                course.submit(name, lesson, submission(lesson, spec))
-            course.nbgrader("autograde", lesson, "--force")
-            cache[lesson] = (course, course.scores(lesson))
+            with open(shared / f"{lesson}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                done = shared / lesson / "scores.json"
+                course = Course(shared / lesson)
+                if not done.exists():
+                    course.nbgrader("generate_assignment", lesson, "--force")
+                    for name, spec in variants(lesson).items():
+                        course.submit(name, lesson, submission(lesson, spec))
+                    course.nbgrader("autograde", lesson, "--force")
+                    done.write_text(json.dumps(course.scores(lesson)))
+            cache[lesson] = (course, json.loads(done.read_text()))
         return cache[lesson]
 
     return get
