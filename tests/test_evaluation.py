@@ -1,4 +1,6 @@
 """Unit tests for trainclinic.evaluation (watch, graph_meter, bn_mlp) and the lesson 06 checks."""
+import copy
+
 import pytest
 import torch
 from torch.nn import functional as F
@@ -118,6 +120,19 @@ def test_inference_mode_passes():
     checks.check_evaluate_eval(inference_mode_evaluate)
     checks.check_evaluate_no_grad(inference_mode_evaluate)
     checks.check_evaluate_restores(inference_mode_evaluate)
+
+
+def copy_evaluate(model, loader):
+    frozen = copy.deepcopy(model).eval()  # evaluates a copy: the model itself never changes mode
+    with torch.no_grad():
+        return sum((frozen(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+
+
+def test_evaluating_a_deep_copy_passes():
+    """`watch` follows the model into copy.deepcopy, so a correct fix that evaluates a copy is graded correct."""
+    checks.check_evaluate_eval(copy_evaluate)
+    checks.check_evaluate_no_grad(copy_evaluate)
+    checks.check_evaluate_restores(copy_evaluate)
 
 
 def no_eval(model, loader):

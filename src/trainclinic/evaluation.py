@@ -143,7 +143,8 @@ class Watch:
 def watch(model, keep_outputs=False):
     """Record what the block does to `model` (forward modes, autograd, BatchNorm buffers, mode after); yield a Watch."""
     w = Watch(model, keep_outputs)
-    handle = model.register_forward_hook(w._hook)
+    # a plain function, not the bound method: copy.deepcopy(model) keeps it, so a copy's passes are recorded too
+    handle = model.register_forward_hook(lambda module, args, output: w._hook(module, args, output))
     try:
         with graph_meter(model) as w.meter:
             yield w

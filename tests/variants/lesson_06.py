@@ -100,6 +100,18 @@ ALT_TRAIN_EPOCH = '''def train_epoch(model, loader, optimizer):
 
 ALT_TRAIN_EPOCH_IMPORT = "from torch import nn\n" + ALT_TRAIN_EPOCH
 
+EVAL_A_COPY = '''import copy
+
+def evaluate(model, loader):
+    frozen = copy.deepcopy(model).eval()   # the model itself is never switched: nothing to restore
+    device = next(frozen.parameters()).device
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (frozen(x.to(device)).argmax(dim=1).cpu() == y).sum().item()
+            total += y.numel()
+    return correct / total'''
+
 VARIANTS = {
     "eval_without_no_grad": {"cells": {"evaluate": EVAL_WITHOUT_NO_GRAD},
                              "lost": {"check_evaluate_no_grad": "autograd recording a graph"}},
@@ -114,4 +126,5 @@ VARIANTS = {
     "train_epoch_never_trains": {"cells": {"train_epoch": TRAIN_EPOCH_NO_TRAIN},
                                  "lost": {"check_train_epoch": "call model.train() at the start of every epoch"}},
     "written_differently": {"cells": {"evaluate": ALT_EVALUATE, "train_epoch": ALT_TRAIN_EPOCH_IMPORT}, "lost": {}},
+    "evaluates_a_copy": {"cells": {"evaluate": EVAL_A_COPY}, "lost": {}},
 }
