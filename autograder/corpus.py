@@ -84,8 +84,9 @@ def _tests(nb):
 
 
 def _last_fn(nb):
-    cell = [c for c in nb["cells"] if _meta(c).get("solution")][-1]
-    return re.search(r"^def (\w+)\(", _src(cell), re.M).group(1)
+    """The last function the learner writes (the answer cells' last `def`)."""
+    names = [m for c in nb["cells"] if _meta(c).get("solution") for m in re.findall(r"^def (\w+)\(", _src(c), re.M)]
+    return names[-1]
 
 
 def _users(nb, fn):
@@ -197,6 +198,7 @@ def cases(lesson):
         "    try:\n        data = open(p, 'rb').read()\n        print('READ', p, len(data))\n"
         "    except Exception as e:\n        print('blocked read', p, type(e).__name__)\n"
         "import socket\n"
+        "print('INTERFACES', sorted(name for _, name in socket.if_nameindex()))\n"
         "for host, port in [('1.1.1.1', 53), ('pypi.org', 443)]:\n"
         "    try:\n        socket.create_connection((host, port), timeout=3).close()\n        print('CONNECTED', host)\n"
         "    except Exception as e:\n        print('blocked net', host, type(e).__name__)\n"
@@ -207,10 +209,18 @@ def cases(lesson):
         f"          '/tmp/{marker}.txt', '../../../../../{marker}.txt']:\n"
         "    try:\n        open(p, 'w').write('x')\n        print('WROTE', p)\n"
         "    except Exception as e:\n        print('blocked write', p, type(e).__name__)\n")
+    sol_dir = str(REPO / "solutions")
+    snoop += (  # undo the sandbox: remount / writable, unmount the cover over the solutions
+        "import ctypes\n"
+        "print('CAPS', [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')])\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('REMOUNTED /' if libc.mount(None, b'/', None, 32 | 4096, None) == 0 else 'blocked remount')\n"
+        f"print('UNMOUNTED' if libc.umount2({sol_dir!r}.encode(), 2) == 0 else 'blocked umount')\n"
+        f"print('READ after umount' if os.path.exists({str(REPO / 'solutions' / lesson / name)!r}) else 'blocked read after umount')\n")
     out["snoops"] = _case({f"snoops/{name}": dumps(_insert_after_answers(copy.deepcopy(ref), snoop))}, lesson, full,
                           absent=[str(REPO / "src" / "trainclinic" / (marker + ".py")), str(REPO / (marker + ".txt")),
                                   f"/tmp/{marker}.txt", f"/tmp/{marker}.txt"],
-                          outputs_not=["READ ", "CONNECTED"])
+                          outputs_not=["READ ", "CONNECTED", "REMOUNTED", "UNMOUNTED"])
     return out
 
 

@@ -380,7 +380,7 @@ def run(submissions, out, workers=None, lessons=None, cell_timeout=60, notebook_
                "notes": [r for r in rows if r["status"] == "graded" and r["reasons"]], "skipped": skipped,
                "resumed": resumed, "ran": len(tasks), "seconds": round(time.monotonic() - t0, 1), "workers": n,
                "network": "off (private network namespace)" if netns else "ON: unshare unavailable, kernels can reach the network",
-               "missing": [i.key for i in items if i.key not in results], "isolation": _isolation(isolate, work),
+               "missing": [i.key for i in items if i.key not in results], "isolation": _isolation(isolate, work, netns),
                "not_submitted": len(absent)}
     text = _summary_text(summary, out)
     _atomic_write(out / "summary.txt", text)
@@ -388,13 +388,15 @@ def run(submissions, out, workers=None, lessons=None, cell_timeout=60, notebook_
     return summary
 
 
-def _isolation(isolate, work):
+def _isolation(isolate, work, netns=None):
     from autograder.worker import HERE, _others_can_reach
 
     if not isolate:
         return "none (--no-isolation)"
     if os.geteuid() != 0:
-        return "limits only (not root: no private mounts, kernels run as you)"
+        if netns == ["unshare", "-rn"]:  # the kernel is root of a user namespace: it can make its own mounts
+            return "kernels see a read-only filesystem with the instructor's files hidden, run as you (user namespace)"
+        return "limits only (no user namespaces here: no private mounts, kernels run as you)"
     user = "nobody" if _others_can_reach(sys.executable, HERE, work) else "root (the python install is not reachable by other users)"
     return f"kernels see a read-only filesystem with the instructor's files hidden, run as {user}"
 

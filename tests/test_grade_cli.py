@@ -5,14 +5,16 @@ correct, blank, each typical wrong fix, loops and sleeps past the limits, os._ex
 memory hogs, megabytes of output, stderr from learner code inside the checks, malformed JSON, an older
 nbformat, deleted / edited / duplicated cells, renamed and Colab-renamed files, forced passes
 (monkeypatched checks, a fake CheckFailed, patches made during a check, the guard switched off) and a
-submission that snoops on the hidden tests and writes outside its folder. Every grade and every reason
-is asserted; then the run is interrupted and resumed.
+submission that snoops on the hidden tests and writes outside its folder. Every other lesson gets its slice
+(correct, blank, two wrong fixes, every forced pass), and a run as an ordinary user (not root) proves the
+user-namespace fallback. Every grade and every reason is asserted; then the run is interrupted and resumed.
 """
 import csv
 import html
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,9 +34,10 @@ LESSON = LESSONS[0]
 LIMITS = ["--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "180", "--memory", "3", "--no-progress"]
 
 
-def grade(submissions, out, *extra, check=True, **kw):
-    """Run the real command; return the completed process."""
-    cmd = [sys.executable, "-m", "autograder.grade", str(submissions), "--out", str(out), "--lessons", LESSON, *LIMITS, *extra]
+def grade(submissions, out, *extra, check=True, lessons=(LESSON,), user=(), **kw):
+    """Run the real command (as `user`: a setpriv prefix); return the completed process."""
+    cmd = [*user, sys.executable, "-m", "autograder.grade", str(submissions), "--out", str(out), "--lessons", *lessons,
+           *LIMITS, *extra]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, **kw)
     if check:
         assert proc.returncode == 0, f"grade failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}"
@@ -71,7 +74,7 @@ def test_corpus_grade(graded, student):
     assert got == want["scores"], f"{student}: {row['reasons']}"
     assert float(row["total"]) == sum(want["scores"].values())
     assert row["status"] == want["status"], row["reasons"]
-    line = next((l for l in summary.splitlines() if l.strip().startswith(f"{student}/")), "")
+    line = _summary_line(summary, student, want["lesson"])
     for reason in want["reasons"]:
         assert reason in row["reasons"], f"{student}: reason {reason!r} missing from {row['reasons']!r}"
         assert reason in line, f"{student}: reason {reason!r} missing from the summary line {line!r}"
@@ -87,8 +90,52 @@ def test_corpus_grade(graded, student):
         nb = load(out / "autograded" / student / want["lesson"] / f"{want['lesson']}.ipynb")
         text = "\n".join(outputs_text(c) for c in nb["cells"] if c["cell_type"] == "code")
         assert "blocked read" in text and "blocked net" in text
+        assert "INTERFACES ['lo']" in text  # a private network namespace: loopback only
+        assert "CAPS ['0000000000000000']" in text  # no capability left to undo the mounts with
         for bad in want["outputs_not"]:
             assert bad not in text, f"{student}: {bad!r} in its outputs"
+
+
+def _summary_line(summary, student, lesson):
+    return next((l for l in summary.splitlines() if l.strip().startswith(f"{student}/{lesson}:")), "")
+
+
+# The other lessons: correct, blank, two wrong fixes and every forced pass, graded together in one run (every
+# wrong fix of every lesson is graded through nbgrader itself in test_grading.py).
+OTHERS = LESSONS[1:]
+FORCED = ("patches-checks", "fakes-checkfailed", "patches-during-check", "disables-guard")
+
+
+def _picked(lesson):
+    wrong = [name for name in corpus.cases(lesson) if name.startswith("wrong-")]
+    return ("correct", "blank", *wrong[:2], *FORCED)
+
+
+@pytest.fixture(scope="module")
+def lessons_graded(tmp_path_factory):
+    """Every other lesson's slice of the corpus, graded in one run: ({(student, lesson): case}, out, summary)."""
+    tmp = tmp_path_factory.mktemp("gradecli-lessons")
+    expected = {}
+    for lesson in OTHERS:
+        for student, case in corpus.build(tmp / "submissions", lesson, only=set(_picked(lesson))).items():
+            expected[(student, lesson)] = case
+    proc = grade(tmp / "submissions", tmp / "out", lessons=OTHERS, timeout=1800)
+    return expected, tmp / "out", proc.stdout
+
+
+@pytest.mark.nbgrader
+@pytest.mark.xdist_group("grade-cli-lessons")
+@pytest.mark.parametrize("lesson,student", [(l, s) for l in OTHERS for s in _picked(l)])
+def test_lessons_corpus_grade(lessons_graded, lesson, student):
+    """On every lesson: full marks, zero, the wrong fixes' lost checks, and no forced pass passes."""
+    expected, out, summary = lessons_graded
+    want = expected[(student, lesson)]
+    row = rows(out)[(student, lesson)]
+    assert {g: float(row[g]) for g in want["scores"]} == want["scores"], f"{student}/{lesson}: {row['reasons']}"
+    assert row["status"] == want["status"], row["reasons"]
+    for reason in want["reasons"]:
+        assert reason in row["reasons"], f"{student}/{lesson}: reason {reason!r} missing from {row['reasons']!r}"
+        assert reason in _summary_line(summary, student, lesson), f"{student}/{lesson}: {reason!r} not in the summary"
 
 
 @pytest.mark.nbgrader
@@ -186,6 +233,81 @@ def test_kill_and_resume(tmp_path):
 
     with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
         assert {s.student_id for s in gb.assignment_submissions(LESSON)} == {"correct", "blank", "old-format", "renamed"}
+
+
+PROBE = """import ctypes, os, socket
+print('INTERFACES', sorted(name for _, name in socket.if_nameindex()))
+print('CAPS', [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')])
+for p in {reads!r}:
+    try:
+        open(p, 'rb').read()
+        print('READ', p)
+    except Exception as e:
+        print('blocked read', type(e).__name__)
+for p in {writes!r}:
+    try:
+        open(p, 'w').write('x')
+        print('WROTE', p)
+    except Exception as e:
+        print('blocked write', type(e).__name__)
+libc = ctypes.CDLL(None, use_errno=True)
+print('REMOUNTED /' if libc.mount(None, b'/', None, 32 | 4096, None) == 0 else 'blocked remount')
+"""
+
+
+def _as_ordinary_user():
+    """A prefix that runs the grader as an ordinary user who owns this checkout and venv: as root, a user
+    namespace in which we are uid 1000 (our files stay ours, every privilege goes); otherwise nothing."""
+    if os.geteuid() != 0:
+        return []
+    prefix = ["unshare", "--user", "--map-user=1000", "--map-group=1000", "--"]
+    try:
+        probe = subprocess.run([*prefix, "sh", "-c", "test $(id -u) = 1000"], capture_output=True, text=True)
+    except OSError as exc:
+        probe = subprocess.CompletedProcess([], 1, "", str(exc))
+    if probe.returncode != 0:
+        pytest.skip(f"cannot become an ordinary user here (unshare --map-user): {probe.stderr.strip()[-200:]}")
+    return prefix
+
+
+@pytest.mark.nbgrader
+@pytest.mark.xdist_group("grade-cli-lessons")
+def test_ordinary_user(tmp_path):
+    """An instructor who is not root, grading in their own checkout: the user-namespace fallback cuts the
+    network, hides the solutions and the other submissions, keeps the instructor's own files read-only and
+    leaves the kernel no capability to undo that; the grades are those of a root run."""
+    user = _as_ordinary_user()
+    subs, out = tmp_path / "submissions", tmp_path / "out"
+    canary = ROOT / "src" / f".tc-canary-{os.getpid()}"  # in the instructor's checkout, which the kernel sees
+    home = Path.home() / f".tc-canary-{os.getpid()}.txt"
+    corpus.build(subs, LESSON, only={"correct", "blank", "patches-checks"})
+    reads = [str(subs / "submitted" / "correct" / LESSON / f"{LESSON}.ipynb"), str(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")]
+    writes = [str(canary / "x.txt"), str(home), str(subs / "x.txt"), str(ROOT / "src" / "trainclinic" / "x.py")]
+    nb = corpus._insert_after_answers(corpus.reference(LESSON), PROBE.format(reads=reads, writes=writes))
+    (subs / "probe").mkdir()
+    (subs / "probe" / f"{LESSON}.ipynb").write_text(json.dumps(nb))
+    canary.mkdir()
+    try:
+        proc = grade(subs, out, user=user, timeout=900)
+        first = proc.stdout.splitlines()[0]
+        if "user namespace" not in first:
+            pytest.skip(f"this machine gives ordinary users no namespaces, and the summary says so: {first}")
+        assert "network off" in first
+        r = rows(out)
+        assert float(r[("correct", LESSON)]["total"]) == float(r[("correct", LESSON)]["max"]) > 0
+        assert float(r[("probe", LESSON)]["total"]) == float(r[("probe", LESSON)]["max"]), r[("probe", LESSON)]["reasons"]
+        assert float(r[("blank", LESSON)]["total"]) == float(r[("patches-checks", LESSON)]["total"]) == 0
+        cells = load(out / "autograded" / "probe" / LESSON / f"{LESSON}.ipynb")["cells"]
+        text = "\n".join(outputs_text(c) for c in cells if c["cell_type"] == "code")
+        assert "INTERFACES ['lo']" in text and "CAPS ['0000000000000000']" in text, text
+        assert text.count("blocked read") == len(reads) and "READ " not in text, text
+        assert text.count("blocked write") == len(writes) and "WROTE" not in text, text
+        assert "blocked remount" in text, text
+        assert not any(Path(p).exists() for p in writes)
+    finally:
+        shutil.rmtree(canary, ignore_errors=True)
+        home.unlink(missing_ok=True)
+        Path(writes[-1]).unlink(missing_ok=True)
 
 
 def test_intake_names(tmp_path):
