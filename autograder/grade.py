@@ -395,10 +395,11 @@ def _isolation(isolate, work, netns=None):
         return "none (--no-isolation)"
     if os.geteuid() != 0:
         if netns == ["unshare", "-rn"]:  # the kernel is root of a user namespace: it can make its own mounts
-            return "kernels see a read-only filesystem with the instructor's files hidden, run as you (user namespace)"
+            return ("kernels see a read-only filesystem with the instructor's files hidden, run as you (user namespace) "
+                    "without capabilities")
         return "limits only (no user namespaces here: no private mounts, kernels run as you)"
     user = "nobody" if _others_can_reach(sys.executable, HERE, work) else "root (the python install is not reachable by other users)"
-    return f"kernels see a read-only filesystem with the instructor's files hidden, run as {user}"
+    return f"kernels see a read-only filesystem with the instructor's files hidden, run as {user} without capabilities"
 
 
 def _summary_text(s, out):
