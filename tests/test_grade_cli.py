@@ -34,10 +34,11 @@ LESSON = LESSONS[0]
 LIMITS = ["--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "180", "--memory", "3", "--no-progress"]
 
 
-def grade(submissions, out, *extra, check=True, lessons=(LESSON,), user=(), **kw):
-    """Run the real command (as `user`: a setpriv prefix); return the completed process."""
+def grade(submissions, out, *extra, check=True, lessons=(LESSON,), user=(), progress=False, **kw):
+    """Run the real command (after a `user` prefix; with its progress bar on stderr if asked); return the process."""
+    limits = [a for a in LIMITS if progress is False or a != "--no-progress"]
     cmd = [*user, sys.executable, "-m", "autograder.grade", str(submissions), "--out", str(out), "--lessons", *lessons,
-           *LIMITS, *extra]
+           *limits, *extra]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, **kw)
     if check:
         assert proc.returncode == 0, f"grade failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}"
@@ -288,7 +289,8 @@ def test_ordinary_user(tmp_path):
     (subs / "probe" / f"{LESSON}.ipynb").write_text(json.dumps(nb))
     canary.mkdir()
     try:
-        proc = grade(subs, out, user=user, timeout=900)
+        proc = grade(subs, out, user=user, progress=True, timeout=900)
+        assert re.search(r"grading: 100%.*4/4", proc.stderr), proc.stderr[-500:]  # the progress bar
         first = proc.stdout.splitlines()[0]
         if "user namespace" not in first:
             pytest.skip(f"this machine gives ordinary users no namespaces, and the summary says so: {first}")
