@@ -20,7 +20,7 @@ import nbformat
 
 REPO = Path(__file__).resolve().parent.parent
 
-__all__ = ["build", "build_class", "reference", "blank"]
+__all__ = ["build", "build_class", "reference", "blank", "escape"]
 
 
 def _load(path):
@@ -191,37 +191,57 @@ def cases(lesson):
     out["disables-guard"] = _case({f"disables-guard/{name}": dumps(_insert_after_answers(copy.deepcopy(bl), off))},
                                   lesson, zero, reasons=["seal is missing"])
     marker = "tc-corpus-escape"
-    snoop = (
-        "import os\n"
-        f"for p in [{str(REPO / 'solutions' / lesson / name)!r}, {str(REPO / '.grading' / 'gradebook.db')!r},\n"
-        "          '../../../../gradebook.db', '../../../../../' + os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd()))))) + '.db']:\n"
-        "    try:\n        data = open(p, 'rb').read()\n        print('READ', p, len(data))\n"
-        "    except Exception as e:\n        print('blocked read', p, type(e).__name__)\n"
-        "import socket\n"
-        "print('INTERFACES', sorted(name for _, name in socket.if_nameindex()))\n"
-        "for host, port in [('1.1.1.1', 53), ('pypi.org', 443)]:\n"
-        "    try:\n        socket.create_connection((host, port), timeout=3).close()\n        print('CONNECTED', host)\n"
-        "    except Exception as e:\n        print('blocked net', host, type(e).__name__)\n"
+    solution = str(REPO / "solutions" / lesson / name)
+    reads = [repr(solution), repr(str(REPO / ".grading" / "gradebook.db")), "'../../../../gradebook.db'",
+             "'../../../../../' + os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname("
+             "os.getcwd()))))) + '.db'"]
+    writes = [str(REPO / "src" / "trainclinic" / (marker + ".py")), str(REPO / (marker + ".txt")), f"/tmp/{marker}.txt",
+              f"../../../../../{marker}.txt"]
+    snoop = escape(reads, writes, unmount=(str(REPO / "solutions"), solution)) + (
         "for d in ['../../..', '../../../..', '/tmp']:\n"
         "    try:\n        print('LISTED', d, sorted(os.listdir(d))[:20])\n"
-        "    except Exception as e:\n        print('blocked list', d, type(e).__name__)\n"
-        f"for p in [{str(REPO / 'src' / 'trainclinic' / (marker + '.py'))!r}, {str(REPO / (marker + '.txt'))!r},\n"
-        f"          '/tmp/{marker}.txt', '../../../../../{marker}.txt']:\n"
-        "    try:\n        open(p, 'w').write('x')\n        print('WROTE', p)\n"
-        "    except Exception as e:\n        print('blocked write', p, type(e).__name__)\n")
-    sol_dir = str(REPO / "solutions")
-    snoop += (  # undo the sandbox: remount / writable, unmount the cover over the solutions
-        "import ctypes\n"
-        "print('CAPS', [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')])\n"
-        "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "print('REMOUNTED /' if libc.mount(None, b'/', None, 32 | 4096, None) == 0 else 'blocked remount')\n"
-        f"print('UNMOUNTED' if libc.umount2({sol_dir!r}.encode(), 2) == 0 else 'blocked umount')\n"
-        f"print('READ after umount' if os.path.exists({str(REPO / 'solutions' / lesson / name)!r}) else 'blocked read after umount')\n")
+        "    except Exception as e:\n        print('blocked list', d, type(e).__name__)\n")
     out["snoops"] = _case({f"snoops/{name}": dumps(_insert_after_answers(copy.deepcopy(ref), snoop))}, lesson, full,
                           absent=[str(REPO / "src" / "trainclinic" / (marker + ".py")), str(REPO / (marker + ".txt")),
                                   f"/tmp/{marker}.txt", f"/tmp/{marker}.txt"],
                           outputs_not=["READ ", "CONNECTED", "REMOUNTED", "UNMOUNTED"])
     return out
+
+
+ESCAPE = """import ctypes, os, socket
+print('INTERFACES', sorted(name for _, name in socket.if_nameindex()))
+print('CAPS', [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')])
+for p in [{reads}]:
+    try:
+        print('READ', p, len(open(p, 'rb').read()))
+    except Exception as e:
+        print('blocked read', p, type(e).__name__)
+for host, port in [('1.1.1.1', 53), ('pypi.org', 443)]:
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        print('CONNECTED', host)
+    except Exception as e:
+        print('blocked net', host, type(e).__name__)
+for p in {writes!r}:
+    try:
+        open(p, 'w').write('x')
+        print('WROTE', p)
+    except Exception as e:
+        print('blocked write', p, type(e).__name__)
+libc = ctypes.CDLL(None, use_errno=True)
+print('REMOUNTED /' if libc.mount(None, b'/', None, 32 | 4096, None) == 0 else 'blocked remount')
+"""
+UNMOUNT = """print('UNMOUNTED' if libc.umount2({folder!r}.encode(), 2) == 0 else 'blocked umount')
+print('READ after umount' if os.path.exists({inside!r}) else 'blocked read after umount')
+"""
+
+
+def escape(reads, writes, unmount=None):
+    """Learner code that tries to leave the sandbox, printing READ / CONNECTED / WROTE / REMOUNTED / UNMOUNTED on
+    success and `blocked ...` otherwise, plus its network interfaces and capabilities. `reads`: Python expressions
+    (a path may be computed in the kernel); `writes`: paths; `unmount`: (folder, a file inside it) or None."""
+    code = ESCAPE.format(reads=", ".join(reads), writes=list(writes))
+    return code + (UNMOUNT.format(folder=unmount[0], inside=unmount[1]) if unmount else "")
 
 
 def _write(root, files):

@@ -49,6 +49,10 @@ def rows(out):
     return {(r["student"], r["lesson"]): r for r in csv.DictReader((Path(out) / "grades.csv").open())}
 
 
+def _summary_line(summary, student, lesson):
+    return next((l for l in summary.splitlines() if l.strip().startswith(f"{student}/{lesson}:")), "")
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """The hostile corpus, graded once: (expected, out folder, summary printed)."""
@@ -95,10 +99,6 @@ def test_corpus_grade(graded, student):
         assert "CAPS ['0000000000000000']" in text  # no capability left to undo the mounts with
         for bad in want["outputs_not"]:
             assert bad not in text, f"{student}: {bad!r} in its outputs"
-
-
-def _summary_line(summary, student, lesson):
-    return next((l for l in summary.splitlines() if l.strip().startswith(f"{student}/{lesson}:")), "")
 
 
 # The other lessons: correct, blank, two wrong fixes and every forced pass, graded together in one run (every
@@ -236,26 +236,6 @@ def test_kill_and_resume(tmp_path):
         assert {s.student_id for s in gb.assignment_submissions(LESSON)} == {"correct", "blank", "old-format", "renamed"}
 
 
-PROBE = """import ctypes, os, socket
-print('INTERFACES', sorted(name for _, name in socket.if_nameindex()))
-print('CAPS', [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')])
-for p in {reads!r}:
-    try:
-        open(p, 'rb').read()
-        print('READ', p)
-    except Exception as e:
-        print('blocked read', type(e).__name__)
-for p in {writes!r}:
-    try:
-        open(p, 'w').write('x')
-        print('WROTE', p)
-    except Exception as e:
-        print('blocked write', type(e).__name__)
-libc = ctypes.CDLL(None, use_errno=True)
-print('REMOUNTED /' if libc.mount(None, b'/', None, 32 | 4096, None) == 0 else 'blocked remount')
-"""
-
-
 def _as_ordinary_user():
     """A prefix that runs the grader as an ordinary user who owns this checkout and venv: as root, a user
     namespace in which we are uid 1000 (our files stay ours, every privilege goes); otherwise nothing."""
@@ -284,7 +264,7 @@ def test_ordinary_user(tmp_path):
     corpus.build(subs, LESSON, only={"correct", "blank", "patches-checks"})
     reads = [str(subs / "submitted" / "correct" / LESSON / f"{LESSON}.ipynb"), str(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")]
     writes = [str(canary / "x.txt"), str(home), str(subs / "x.txt"), str(ROOT / "src" / "trainclinic" / "x.py")]
-    nb = corpus._insert_after_answers(corpus.reference(LESSON), PROBE.format(reads=reads, writes=writes))
+    nb = corpus._insert_after_answers(corpus.reference(LESSON), corpus.escape([repr(p) for p in reads], writes))
     (subs / "probe").mkdir()
     (subs / "probe" / f"{LESSON}.ipynb").write_text(json.dumps(nb))
     canary.mkdir()
