@@ -2,6 +2,7 @@
 
     python tools/release.py                 # stamp + generate every lesson into notebooks/
     python tools/release.py --check         # generate into a temp dir; exit 1 if notebooks/ differs
+    python tools/release.py 01 04           # only these lessons (folder names or numbers)
     REPO=https://github.com/you/course BRANCH=main python tools/release.py
 
 The repository URL (for the Colab badge and the setup cell's pip install) comes from REPO / BRANCH,
@@ -66,17 +67,21 @@ def main(argv=None):
     """Stamp and generate every lesson, or --check that notebooks/ is up to date."""
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--check", action="store_true", help="compare a fresh release with notebooks/; change nothing")
+    args.add_argument("only", nargs="*", help="lesson folders or numbers (default: every lesson)")
     opts = args.parse_args(argv)
+    chosen = [l for l in lessons() if not opts.only or any(l == o or l.split("_")[0] == o for o in opts.only)]
+    if not chosen:
+        args.error(f"no lesson matches {' '.join(opts.only)}")
     if not opts.check:
         repo, branch = settings()
-        for lesson in lessons():
+        for lesson in chosen:
             stamp(lesson, repo, branch)
             generate(lesson)
             print(f"released notebooks/{lesson}/{lesson}.ipynb")
         return 0
     with tempfile.TemporaryDirectory(dir=ROOT / "autograder") as tmp:
         drift = []
-        for lesson in lessons():
+        for lesson in chosen:
             generate(lesson, release_dir=tmp)
             fresh, committed = Path(tmp) / lesson / f"{lesson}.ipynb", ROOT / "notebooks" / lesson / f"{lesson}.ipynb"
             if not committed.exists() or not filecmp.cmp(fresh, committed, shallow=False):
@@ -84,7 +89,7 @@ def main(argv=None):
     if drift:
         print("notebooks/ differs from what `make release` generates: " + ", ".join(drift))
         return 1
-    print(f"notebooks/ is up to date ({len(lessons())} lessons)")
+    print(f"notebooks/ is up to date ({len(chosen)} lessons)")
     return 0
 
 

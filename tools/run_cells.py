@@ -1,8 +1,12 @@
 """Run a notebook without Jupyter: its code cells in order, in one namespace.
 
-For machines with no Jupyter packages (a GPU box for `make gpu-check`). Honours the `raises-exception`
-tag (the error is recorded and the run goes on), skips IPython magics (% and ! lines), and stops at the
-first unexpected error.
+For machines with no Jupyter packages (a GPU box for `make gpu-check`), and for grading many variants fast
+(the compatibility suite). Honours the `raises-exception` tag (the error is recorded and the run goes on),
+skips IPython magics (% and ! lines), and stops at the first unexpected error, unless `grade=True`: then,
+as nbgrader does, every cell runs and each graded cell's verdict is recorded (an error or stderr loses it).
+
+`serve()` is a fork server: it imports torch and trainclinic once, then runs each notebook it is sent in a
+forked child (a fresh namespace and global state for every notebook, without paying the imports again).
 """
 import contextlib
 import io
@@ -13,7 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
-__all__ = ["run_notebook"]
+__all__ = ["run_notebook", "serve"]
 
 
 def _source(cell):
@@ -22,11 +26,15 @@ def _source(cell):
     return "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
-def run_notebook(path, echo=False):
-    """Execute the code cells of `path`; return {passed, seconds, cells, checks, repro_errors, error}."""
+def run_notebook(path, echo=False, grade=False):
+    """Execute the code cells of `path`; return {passed, seconds, cells, checks, repro_errors, error, graded}.
+
+    With grade=True every cell runs whatever fails, and `graded` maps each graded cell's grade_id to
+    {passed, error, stdout, stderr}."""
     nb = json.loads(Path(path).read_text())
     namespace = {"__name__": "__main__"}
-    result = {"notebook": str(path), "passed": True, "cells": 0, "checks": 0, "repro_errors": [], "error": None}
+    result = {"notebook": str(path), "passed": True, "cells": 0, "checks": 0, "repro_errors": [], "error": None,
+              "graded": {}}
     start = time.perf_counter()
     cwd = os.getcwd()
     os.chdir(Path(path).parent)
@@ -35,28 +43,93 @@ def run_notebook(path, echo=False):
             if cell.get("cell_type") != "code":
                 continue
             result["cells"] += 1
-            out = io.StringIO()
-            tags = cell.get("metadata", {}).get("tags", [])
+            out, err = io.StringIO(), io.StringIO()
+            meta = cell.get("metadata", {})
+            tags = meta.get("tags", [])
+            failure = None
             try:
-                with contextlib.redirect_stdout(out):
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err if grade else sys.stderr):
                     exec(compile(_source(cell), f"<cell {index}>", "exec"), namespace)
             except BaseException as exc:  # noqa: BLE001 - a notebook may raise anything; SystemExit included
-                record = {"cell": index, "type": f"{type(exc).__module__}.{type(exc).__name__}", "message": str(exc)[:500]}
+                record = {"cell": index, "type": f"{type(exc).__module__}.{type(exc).__name__}", "message": str(exc)[:2000]}
                 if "raises-exception" in tags and isinstance(exc, Exception):
                     result["repro_errors"].append(record)
                 else:
                     record["traceback"] = traceback.format_exc()[-2000:]
-                    result["passed"], result["error"] = False, record
-                    break
+                    failure = record
+                    if not grade or isinstance(exc, KeyboardInterrupt):
+                        result["passed"], result["error"] = False, record
+                        break
             finally:
                 result["checks"] += out.getvalue().count("✓ ")
                 if echo:
                     sys.stdout.write(out.getvalue())
+                nbg = meta.get("nbgrader", {})
+                if grade and nbg.get("grade"):
+                    result["graded"][nbg.get("grade_id")] = {
+                        "passed": failure is None and not err.getvalue(), "error": failure,
+                        "stdout": out.getvalue()[-4000:], "stderr": err.getvalue()[-2000:]}
+                elif grade and failure and result["error"] is None:
+                    result["error"] = failure  # an ungraded cell failed: later cells may suffer, as in nbgrader
     finally:
         os.chdir(cwd)
     result["seconds"] = round(time.perf_counter() - start, 2)
     return result
 
 
+def serve(preload=("torch", "trainclinic", "torch._dynamo", "matplotlib.figure")):
+    """Fork server on stdin/stdout: each line {"path", "timeout", "env"} runs one notebook (grade=True) in a
+    forked child and answers one JSON line with its result (or a timeout / crash verdict)."""
+    import importlib
+    import signal
+    import tempfile
+
+    for name in preload:  # the expensive imports, paid once
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    reply = sys.stdout
+    sys.stdout = sys.stderr  # nothing but answers on the reply channel
+    for line in sys.stdin:
+        job = json.loads(line)
+        with tempfile.NamedTemporaryFile("r", suffix=".json") as answer:
+            start = time.perf_counter()
+            pid = os.fork()
+            if pid == 0:  # child: run, write the answer, leave at once
+                code = 0
+                try:
+                    os.environ.update(job.get("env", {}))
+                    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+                        res = run_notebook(job["path"], grade=True)
+                    Path(answer.name).write_text(json.dumps(res))
+                except BaseException:  # noqa: BLE001
+                    Path(answer.name).write_text(json.dumps({"crash": traceback.format_exc()[-2000:]}))
+                    code = 1
+                finally:
+                    os._exit(code)
+            deadline = start + job.get("timeout", 120)
+            status = None
+            while time.perf_counter() < deadline:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                res = {"timeout": job.get("timeout", 120)}
+                status = None
+            if status is not None:
+                text = Path(answer.name).read_text()
+                res = json.loads(text) if text else {"crash": f"the notebook's process died (wait status {status})"}
+            res["wall"] = round(time.perf_counter() - start, 2)
+        reply.write(json.dumps(res) + "\n")
+        reply.flush()
+
+
 if __name__ == "__main__":
-    print(json.dumps(run_notebook(sys.argv[1], echo=True), indent=1))
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        print(json.dumps(run_notebook(sys.argv[1], echo=True), indent=1))

@@ -44,7 +44,8 @@ def draw(history, title=""):
     def present(key):
         return any(v is not None for v in history.get(key) or [])
 
-    extra = [k for k, v in history.items() if k not in ("step", "loss", "grad_norm") and isinstance(v, list) and present(k)]
+    extra = [k for k, v in history.items() if k not in ("step", "loss", "grad_norm") and isinstance(v, list) and present(k)
+             and all(isinstance(x, (int, float)) or x is None for x in v)]
     panels = [k for k in ("loss", "grad_norm") if present(k)] + extra
     fig = Figure(figsize=(4 * max(len(panels), 2), 3), dpi=80)
     for i, key in enumerate(panels or ["loss"]):
@@ -68,6 +69,9 @@ def draw(history, title=""):
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    if history.get("failure"):  # what went wrong in this run, in the lesson's words
+        fig.text(0.01, 0.01, f"FAILURE: {history['failure']}"[:160], color="red", fontsize=9, va="bottom")
+        fig.subplots_adjust(bottom=0.25)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
@@ -151,8 +155,11 @@ class LivePlot:
 def _slider(name, spec):
     import ipywidgets as widgets
 
-    kind, low, high, value = spec
+    kind, value = spec[0], spec[-1]
     common = dict(description=name, continuous_update=False, value=value)
+    if kind == "bool":
+        return widgets.Checkbox(description=name, value=bool(value), indent=False)
+    low, high = spec[1], spec[2]
     if kind == "log":
         return widgets.FloatLogSlider(min=math.log10(low), max=math.log10(high), step=0.1, base=10, **common)
     if kind == "int":
@@ -164,13 +171,18 @@ def _values(values):
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
 
 
-def explore(run, title="", **controls):
+def explore(run, title="", failure=None, **controls):
     """Sliders that rerun `run(**values)` (returning a history dict) and redraw it.
 
-    Each control is (kind, low, high, default) with kind 'log', 'int' or 'float'.
+    Each control is (kind, low, high, default) with kind 'log', 'int' or 'float', or ('bool', default) for a
+    switch. `failure` maps controls to the values that show the lesson's failure: a button sets them. `run`
+    shows a failure by raising (the error appears under the sliders) or by a `history["failure"]` text.
     Without a live front end it runs once with the defaults and draws one static figure.
     """
-    defaults = {name: spec[3] for name, spec in controls.items()}
+    defaults = {name: spec[-1] for name, spec in controls.items()}
+    unknown = set(failure or {}) - set(controls)
+    if unknown:
+        raise ValueError(f"failure names controls that do not exist: {sorted(unknown)}")
     if not live_frontend():
         history = run(**defaults)
         if _in_ipython():
@@ -185,5 +197,18 @@ def explore(run, title="", **controls):
         _show_png(draw(run(**values), f"{title} {_values(values)}".strip()))
 
     out = widgets.interactive_output(redraw, sliders)
-    display(widgets.VBox([widgets.HBox(list(sliders.values())), out]))
+    row = list(sliders.values())
+    if failure:
+        button = widgets.Button(description="show the failure", button_style="danger",
+                                tooltip=", ".join(f"{k}={v}" for k, v in failure.items()))
+        reset = widgets.Button(description="reset", tooltip="back to the defaults")
+
+        def apply(values):  # each changed control reruns once
+            for name, value in values.items():
+                sliders[name].value = value
+
+        button.on_click(lambda _: apply(failure))
+        reset.on_click(lambda _: apply(defaults))
+        row += [button, reset]
+    display(widgets.VBox([widgets.HBox(row), out]))
     return sliders

@@ -1,0 +1,241 @@
+"""The lessons on whatever runtime runs this file: the compatibility suite's core (tools/compat.py).
+
+`make test-compat` runs it with each environment's python (Colab-like, the declared floor, today's pins):
+- every solution notebook in a real Jupyter kernel, live widgets, hidden tests included: every repro cell
+  raises, every check prints its ✓, nothing else fails and nothing reaches stderr;
+- every variant of tests/variants (wrong and alternative fixes), the reference and the blank release, with
+  their visible and hidden checks, executed without Jupyter by tools/run_cells.py's fork server, under
+  NBGRADER_EXECUTION as the grader runs them: each check cell keeps or loses its points as the variant says,
+  with the message it names;
+- every lesson's explore section reaches its failure (the `failure=` settings of its `tc.explore` call) and
+  stays healthy at its defaults.
+With TRAINCLINIC_RUNTIME_REPORT set (a folder), each test writes its figures there for compat.py's report.
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import LESSONS, ROOT, grade_id, outputs_text, source_nb
+from nbgrader_run import submission, variants
+
+pytestmark = pytest.mark.runtime
+
+RUNTIME = os.environ.get("TRAINCLINIC_RUNTIME", "here")
+REPORT = os.environ.get("TRAINCLINIC_RUNTIME_REPORT")
+
+
+def _report(kind, lesson, name, payload):
+    if REPORT:
+        folder = Path(REPORT)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{kind}--{lesson}--{name}.json").write_text(json.dumps(payload))
+
+
+def _kernel_env(tmp):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NBGRADER_EXECUTION", "TRAINCLINIC_STATIC", "JPY_PARENT_PID", "MPLBACKEND")
+           and not k.startswith("JUPYTER")}
+    env.update(JUPYTER_DATA_DIR=str(tmp / "jupyter-data"), IPYTHONDIR=str(tmp / "ipython"),
+               PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
+    return env
+
+
+# ---- solutions in a real kernel ---------------------------------------------------------------------------
+
+EXECUTE = r'''
+import json, sys, time, nbformat
+from nbclient import NotebookClient
+path = sys.argv[1]
+nb = nbformat.read(path, as_version=4)
+start = time.perf_counter()
+try:
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
+    failed = None
+except Exception as exc:
+    failed = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+nbformat.write(nb, path)
+print(json.dumps({"seconds": round(time.perf_counter() - start, 2), "failed": failed}))
+'''
+
+
+def _problems(nb):
+    found = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        tags = cell.get("metadata", {}).get("tags", [])
+        errors = [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
+        stderr = [o for o in cell.get("outputs", []) if o["output_type"] == "stream" and o["name"] == "stderr"]
+        head = cell["source"].splitlines()[0][:70] if cell["source"] else ""
+        if "raises-exception" in tags:
+            if not errors:
+                found.append(f"repro cell did not raise: {head}")
+            elif errors[0]["ename"] in ("NameError", "SyntaxError", "ImportError", "AttributeError", "TypeError"):
+                found.append(f"repro cell raised {errors[0]['ename']}: {errors[0]['evalue'][:300]} ({head})")
+        elif errors:
+            found.append(f"{errors[0]['ename']}: {errors[0]['evalue'][:600]} ({head})")
+        if stderr:
+            found.append(f"stderr: {''.join(stderr[0]['text'])[:400]} ({head})")
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+            calls = cell["source"].count("checks.check_")
+            if outputs_text(cell).count("✓ ") != calls:
+                found.append(f"{grade_id(cell)}: {calls} checks called, {outputs_text(cell).count('✓ ')} passed: "
+                             f"{outputs_text(cell)[-600:]}")
+    return found
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(l, marks=pytest.mark.xdist_group(f"rt-{l}")) for l in LESSONS])
+def test_solution_runs_in_a_kernel(lesson, tmp_path):
+    path = tmp_path / f"{lesson}.ipynb"
+    path.write_text(source_nb(lesson).read_text())
+    proc = subprocess.run([sys.executable, "-c", EXECUTE, str(path), str(source_nb(lesson).parent)],
+                          capture_output=True, text=True, timeout=600, env=_kernel_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    nb = json.loads(path.read_text())
+    found = _problems(nb) + ([f"execution stopped: {run['failed']}"] if run["failed"] else [])
+    _report("solution", lesson, "reference", {"passed": not found, "seconds": run["seconds"], "problems": found})
+    assert not found, f"{lesson} on {RUNTIME}:\n- " + "\n- ".join(found)
+
+
+# ---- variants, through the fork server ------------------------------------------------------------------
+
+class Server:
+    """tools/run_cells.py --serve, one per pytest process: torch imported once, each notebook in a fork."""
+
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+        env.update(NBGRADER_EXECUTION="autograde", MPLBACKEND="Agg", OMP_NUM_THREADS="1",
+                   PYTHONPATH=str(ROOT / "src"))
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tools" / "run_cells.py"), "--serve"], text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.lock = threading.Lock()
+
+    def run(self, path, timeout=120):
+        with self.lock:
+            self.proc.stdin.write(json.dumps({"path": str(path), "timeout": timeout}) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"the fork server died (exit {self.proc.poll()})")
+        return json.loads(line)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def server():
+    srv = Server()
+    yield srv
+    srv.close()
+
+
+VARIANT_CASES = [pytest.param(lesson, name, marks=pytest.mark.xdist_group(f"rt-{lesson}"), id=f"{lesson}-{name}")
+                 for lesson in LESSONS for name in variants(lesson)]
+
+
+def _message(verdict):
+    err = verdict.get("error") or {}
+    return f"{err.get('type', '')}: {err.get('message', '')}\n{verdict.get('stdout', '')}\n{verdict.get('stderr', '')}"
+
+
+@pytest.mark.parametrize("lesson,name", VARIANT_CASES)
+def test_variant_checks(server, lesson, name, tmp_path):
+    spec = variants(lesson)[name]
+    folder = tmp_path / lesson
+    folder.mkdir()
+    path = folder / f"{lesson}.ipynb"
+    nb = submission(lesson, spec)
+    if spec["cells"] is None:  # the blank release: add the hidden tests back, as nbgrader's autograde does
+        hidden = {grade_id(c): c["source"] for c in json.loads(source_nb(lesson).read_text())["cells"]
+                  if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+        for cell in nb["cells"]:
+            if grade_id(cell) in hidden:
+                cell["source"] = hidden[grade_id(cell)]
+    path.write_text(json.dumps(nb))
+    res = server.run(path)
+    assert "timeout" not in res and "crash" not in res, f"{lesson}/{name} on {RUNTIME}: {res}"
+    graded = res["graded"]
+    lost = {gid: "" for gid in graded} if spec["lost"] == "all" else spec["lost"]
+    wrong = []
+    for gid, verdict in graded.items():
+        if gid in lost:
+            if verdict["passed"]:
+                wrong.append(f"{gid} should lose its points, but passed: {verdict['stdout'][-300:]}")
+            elif lost[gid] not in _message(verdict):
+                wrong.append(f"{gid} should say {lost[gid]!r}; it said: {_message(verdict)[-600:]}")
+        elif not verdict["passed"]:
+            wrong.append(f"{gid} should keep its points: {_message(verdict)[-800:]}")
+    missing = set(lost) - set(graded)
+    if missing:
+        wrong.append(f"the variant names check cells the notebook lacks: {sorted(missing)}")
+    _report("variant", lesson, name, {"ok": not wrong, "seconds": res["wall"], "wrong": wrong})
+    assert not wrong, f"{lesson}/{name} on {RUNTIME}:\n- " + "\n- ".join(wrong)
+
+
+# ---- explore reaches the failure --------------------------------------------------------------------------
+
+EXPLORE_PROBE = r'''
+import trainclinic as _tc
+_explored = []
+_real_explore = _tc.explore
+def _probe_explore(run, title="", failure=None, **controls):
+    _explored.append((run, title, failure, controls))
+    return _real_explore(run, title, failure=failure, **controls)
+_tc.explore = _probe_explore
+'''
+
+EXPLORE_REPORT = r'''
+import json as _json, time as _time
+from trainclinic import plots as _plots
+def _outcome(run, values):
+    start = _time.perf_counter()
+    try:
+        history = run(**values)
+        shown = history.get("failure") if isinstance(history, dict) else None
+        _plots.draw(history, "probe")
+    except Exception as exc:
+        shown = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    return {"failure": shown or None, "seconds": round(_time.perf_counter() - start, 3)}
+_rows = []
+for _run, _title, _failure, _controls in _explored:
+    _defaults = {k: spec[-1] for k, spec in _controls.items()}
+    _rows.append({"title": _title, "failure_settings": _failure, "defaults": _outcome(_run, _defaults),
+                  "failing": _outcome(_run, {**_defaults, **(_failure or {})}) if _failure else None})
+print("EXPLORE " + _json.dumps(_rows, default=str))
+'''
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(l, marks=pytest.mark.xdist_group(f"rt-{l}")) for l in LESSONS])
+def test_explore_reaches_its_failure(server, lesson, tmp_path):
+    """Each lesson's explore names the settings that show its failure; there the failure shows (raised, or
+    reported in history["failure"]), and at the defaults it does not."""
+    nb = json.loads(source_nb(lesson).read_text())
+    setup = next(i for i, c in enumerate(nb["cells"]) if grade_id(c) == "setup")
+    probe = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": EXPLORE_PROBE}
+    report = {"cell_type": "code", "outputs": [], "execution_count": None, "source": EXPLORE_REPORT,
+              "metadata": {"nbgrader": {"grade": True, "grade_id": "explore_probe", "points": 0}}}
+    nb["cells"] = nb["cells"][:setup + 1] + [probe] + nb["cells"][setup + 1:] + [report]
+    path = tmp_path / f"{lesson}.ipynb"
+    path.write_text(json.dumps(nb))
+    res = server.run(path, timeout=300)
+    assert "timeout" not in res and "crash" not in res, res
+    verdict = res["graded"].get("explore_probe")
+    assert verdict and verdict["passed"], f"the explore probe failed: {verdict}"
+    line = next(l for l in verdict["stdout"].splitlines() if l.startswith("EXPLORE "))
+    rows = json.loads(line.removeprefix("EXPLORE "))
+    _report("explore", lesson, "explore", {"rows": rows})
+    assert rows, f"{lesson} has no tc.explore call"
+    for row in rows:
+        assert row["failure_settings"], f"{lesson}: tc.explore({row['title']!r}) names no failure= settings"
+        assert row["defaults"]["failure"] is None, f"{lesson}: at its defaults explore already fails: {row['defaults']}"
+        assert row["failing"]["failure"], (f"{lesson}: explore at {row['failure_settings']} does not show the failure "
+                                           f"(no exception, no history['failure'])")
