@@ -1,4 +1,4 @@
-# trainclinic: make lab | test | release | bench | grade | gpu-check
+# trainclinic: make lab | test | test-compat | release | bench | grade | gpu-check
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 # torch first, pinned: a fresh venv resolving torch>=2.4 would download a multi-GB CUDA build.
@@ -8,7 +8,7 @@ PORT    ?= 8888
 PYTEST_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: venv lab test release bench grade gpu-check chromium clean
+.PHONY: venv lab test test-main test-compat compat-build release bench grade gpu-check chromium clean
 
 venv: $(VENV)/.ready
 
@@ -27,8 +27,25 @@ chromium:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
 		|| { echo "the browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; }
 
+# The whole suite: today's pins, then the compatibility suite on every declared runtime (tools/compat.py).
+# The compatibility venvs build in the background meanwhile (cached outside the clone, keyed by their pins).
 test: venv chromium
-	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	@mkdir -p artifacts
+	$(PY) tools/compat.py build $(COMPAT_BUILD) > artifacts/compat-build.log 2>&1 &
+	$(MAKE) test-main; status=$$?; \
+	  $(MAKE) test-compat || status=1; cat artifacts/compat-build.log; exit $$status
+
+test-main: venv chromium
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not runtime" $(PYTEST_ARGS)
+
+# COMPAT_ENVS: any of colab floor pins (default: all); each runs tests/test_runtimes.py and the unit tests.
+COMPAT_ENVS ?=
+COMPAT_BUILD = $(filter-out pins,$(or $(COMPAT_ENVS),colab floor))
+test-compat: venv
+	$(PY) tools/compat.py run $(COMPAT_ENVS)
+
+compat-build:
+	$(PY) tools/compat.py build $(COMPAT_BUILD)
 
 release: venv
 	$(PY) tools/release.py
