@@ -11,8 +11,10 @@
   stays healthy at its defaults.
 With TRAINCLINIC_RUNTIME_REPORT set (a folder), each test writes its figures there for compat.py's report.
 """
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -90,15 +92,28 @@ def _problems(nb):
     return found
 
 
+@pytest.fixture(scope="session")
+def executed(tmp_path_factory):
+    """Execute a lesson's solution in a real kernel once per test run: (notebook dict, run info)."""
+    folder = tmp_path_factory.mktemp("executed")
+    cache = {}
+
+    def get(lesson):
+        if lesson not in cache:
+            path = folder / f"{lesson}.ipynb"
+            path.write_text(source_nb(lesson).read_text())
+            proc = subprocess.run([sys.executable, "-c", EXECUTE, str(path), str(source_nb(lesson).parent)],
+                                  capture_output=True, text=True, timeout=600, env=_kernel_env(folder))
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            cache[lesson] = (json.loads(path.read_text()), json.loads(proc.stdout.strip().splitlines()[-1]))
+        return cache[lesson]
+
+    return get
+
+
 @pytest.mark.parametrize("lesson", [pytest.param(l, marks=pytest.mark.xdist_group(f"rt-{l}")) for l in LESSONS])
-def test_solution_runs_in_a_kernel(lesson, tmp_path):
-    path = tmp_path / f"{lesson}.ipynb"
-    path.write_text(source_nb(lesson).read_text())
-    proc = subprocess.run([sys.executable, "-c", EXECUTE, str(path), str(source_nb(lesson).parent)],
-                          capture_output=True, text=True, timeout=600, env=_kernel_env(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = json.loads(proc.stdout.strip().splitlines()[-1])
-    nb = json.loads(path.read_text())
+def test_solution_runs_in_a_kernel(lesson, executed):
+    nb, run = executed(lesson)
     found = _problems(nb) + ([f"execution stopped: {run['failed']}"] if run["failed"] else [])
     _report("solution", lesson, "reference", {"passed": not found, "seconds": run["seconds"], "problems": found})
     assert not found, f"{lesson} on {RUNTIME}:\n- " + "\n- ".join(found)
@@ -239,3 +254,101 @@ def test_explore_reaches_its_failure(server, lesson, tmp_path):
         assert row["defaults"]["failure"] is None, f"{lesson}: at its defaults explore already fails: {row['defaults']}"
         assert row["failing"]["failure"], (f"{lesson}: explore at {row['failure_settings']} does not show the failure "
                                            f"(no exception, no history['failure'])")
+
+
+# ---- what the lesson quotes is what torch prints ------------------------------------------------------------
+
+QUOTE = re.compile(r"`([^`\n]+)`")
+VERSION_MARK = re.compile(r"torch\s*(>=|<=|≥|≤|<|>)\s*(\d+)\.(\d+)")
+PLACEHOLDER = re.compile(r"<[^<>]*>|\.\.\.|…")
+torch_version = __import__("torch").__version__
+TORCH_VERSION = tuple(int(x) for x in re.findall(r"\d+", torch_version)[:2])
+
+
+def _is_code(text):
+    for candidate in (text, text + "\n    pass", text.rstrip(":") + ":\n    pass"):
+        try:
+            ast.parse(candidate)
+            return True
+        except SyntaxError:
+            pass
+    return False
+
+
+def quoted_messages(markdown):
+    """(quote, text before it on its line) for every backticked span that reads as a message, not code."""
+    for line in markdown.splitlines():
+        for m in QUOTE.finditer(line):
+            quote = m.group(1).strip()
+            if len(re.findall(r"[A-Za-z]{2,}", quote)) >= 4 and not _is_code(quote):
+                yield quote, line[:m.start()]
+
+
+def _applies(before):
+    ops = {">=": tuple.__ge__, "≥": tuple.__ge__, "<=": tuple.__le__, "≤": tuple.__le__, "<": tuple.__lt__,
+           ">": tuple.__gt__}
+    return all(ops[op](TORCH_VERSION, (int(a), int(b))) for op, a, b in VERSION_MARK.findall(before))
+
+
+def _norm(text):
+    return re.sub(r"\s+", " ", re.sub(r"\x1b\[[0-9;]*m", "", text))
+
+
+def _fragments(quote, split_values=False):
+    parts = PLACEHOLDER.split(quote)
+    if split_values:  # a real GPU's message: keep the constant text, drop the values torch interpolates
+        parts = [p for part in parts for p in re.split(r"\S*[\d_:]\S*|\b(?:cpu|cuda|mps)\b", part)]
+    return [p.strip(" ,.!") for p in parts if len(re.findall(r"[A-Za-z]+", p)) >= (2 if split_values else 3)]
+
+
+def _printed(nb):
+    """Everything the executed notebook showed: streams, errors, text outputs, and output widgets' contents."""
+    outs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    state = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    outs += [o for model in state.values() for o in model.get("state", {}).get("outputs", [])]
+    parts = []
+    for o in outs:
+        parts += ["".join(o.get("text", "")), f"{o.get('ename', '')}: {o.get('evalue', '')}", "\n".join(o.get("traceback", [])),
+                  "".join(o.get("data", {}).get("text/plain", ""))]
+    return _norm("\n".join(parts))
+
+
+_TORCH_STRINGS = []
+
+
+def torch_strings():
+    """The text of the installed torch: its shared libraries and Python sources, as bytes (read once)."""
+    if not _TORCH_STRINGS:
+        import torch
+
+        base = Path(torch.__file__).parent
+        blobs = [p.read_bytes() for p in base.glob("lib/*.so*")]
+        blobs += [p.read_bytes() for p in base.rglob("*.py")]
+        _TORCH_STRINGS.append(b"\n".join(blobs))
+    return _TORCH_STRINGS[0]
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(l, marks=pytest.mark.xdist_group(f"rt-{l}")) for l in LESSONS])
+def test_quoted_messages_are_what_torch_prints(lesson, executed):
+    """Every message a lesson quotes appears in its own executed output on this torch, or, marked "real GPU",
+    among the installed torch's own strings; "torch >= X.Y"-style marks limit a quote to those versions."""
+    nb, _ = executed(lesson)
+    printed = _printed(nb)
+    wrong, checked = [], 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for quote, before in quoted_messages(cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])):
+            if not _applies(before):
+                continue
+            checked += 1
+            if "real gpu" in before.lower():
+                missing = [f for f in _fragments(quote, split_values=True) if _norm(f).encode() not in torch_strings()]
+                where = f"torch {torch_version}'s own strings"
+            else:
+                missing = [f for f in _fragments(quote) if _norm(f) not in printed]
+                where = "the notebook's output"
+            if missing:
+                wrong.append(f"`{quote}`: {missing} not found in {where}")
+    _report("quotes", lesson, "quotes", {"checked": checked, "wrong": wrong})
+    assert not wrong, f"{lesson} on torch {torch_version}:\n- " + "\n- ".join(wrong)

@@ -185,14 +185,14 @@ def run(name, pytest_args=(), log=print):
     report = {"lessons": {}, "versions": versions(python)}
     for part in sorted(parts.glob("*.json")):
         kind, lesson, variant = part.stem.split("--")
-        row = report["lessons"].setdefault(lesson, {"solution": None, "variants": {}, "explore": None})
+        row = report["lessons"].setdefault(lesson, {"solution": None, "variants": {}, "explore": None, "quotes": None})
         data = json.loads(part.read_text())
         if kind == "solution":
             row["solution"] = data
         elif kind == "variant":
             row["variants"][variant] = data
         else:
-            row["explore"] = data
+            row[kind] = data
     report.update(env=name, returncode=proc.returncode, seconds=round(seconds, 1), built_seconds=round(built))
     report_file.write_text(json.dumps(report, indent=1))
     return proc.returncode, report
