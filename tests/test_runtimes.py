@@ -78,7 +78,7 @@ def _problems(nb):
         if "raises-exception" in tags:
             if not errors:
                 found.append(f"repro cell did not raise: {head}")
-            elif errors[0]["ename"] in ("NameError", "SyntaxError", "ImportError", "AttributeError", "TypeError"):
+            elif errors[0]["ename"] in ("NameError", "SyntaxError", "ImportError", "AttributeError"):
                 found.append(f"repro cell raised {errors[0]['ename']}: {errors[0]['evalue'][:300]} ({head})")
         elif errors:
             found.append(f"{errors[0]['ename']}: {errors[0]['evalue'][:600]} ({head})")
