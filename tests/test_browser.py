@@ -24,6 +24,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
 RUN_TIMEOUT = 240  # seconds for one lesson's Run All (about 15 s on an idle 2-core CPU)
 ARTIFACTS = ROOT / "artifacts" / "browser"
+LATENCY = {}  # lesson -> seconds from a slider move / the failure button to the redraw (make bench prints them)
 LESSONS = lessons()
 # The only resource from outside a lesson may load; served blank here (no network), so the page stays quiet.
 EXTERNAL_OK = ("https://colab.research.google.com/assets/colab-badge.svg",)
@@ -236,19 +237,40 @@ def test_lesson_in_jupyterlab(lesson, lab, browser, course):
         page.wait_for_timeout(300)
         page.screenshot(path=str(ARTIFACTS / f"{lesson}_live.png"))
 
-        # the explorer: move a slider, the plot is redrawn
+        # the explorer: move a slider, the plot is redrawn; "show the failure" shows it. Both latencies recorded.
         for i in explore:
             cell = _cell(page, i)
             assert cell.locator(".widget-slider").count() >= 1, f"{lesson}: explore cell {i} shows no slider"
             _wait(page, f"() => window.__tc.imgs.some((r) => r.cell === {i})", "the explore plot", 60)
             seen = {r["key"] for r in _images(page, i)}
             cell.evaluate("(el) => el.scrollIntoView({block: 'start'})")
+            start = page.evaluate("() => performance.now()")
             before, after = _move_slider(page, cell)
             assert before != after, f"{lesson}: the slider in cell {i} did not move ({before})"
             _wait(page, f"(seen) => window.__tc.imgs.some((r) => r.cell === {i} && !seen.includes(r.key))",
                   f"the explore plot of cell {i} to redraw after the slider moved {before} -> {after}", 120, arg=list(seen))
+            drawn = min(r["t"] for r in _images(page, i) if r["key"] not in seen)
             _wait(page, KERNEL_IDLE, "the kernel to finish the rerun", 120)
-            print(f"{lesson}: explore cell {i} redrew after moving the slider {before} -> {after}")
+            slider_s = (drawn - start) / 1000
+            print(f"{lesson}: explore cell {i} redrew {slider_s:.2f} s after moving the slider {before} -> {after}")
+            button = cell.get_by_role("button", name="show the failure")
+            assert button.count() == 1, f"{lesson}: explore cell {i} has no 'show the failure' button"
+            seen = {r["key"] for r in _images(page, i)}
+            start = page.evaluate("() => performance.now()")
+            button.click()
+            failed = (f"(seen) => window.__tc.imgs.some((r) => r.cell === {i} && !seen.includes(r.key)) || "
+                      f"/Error|Traceback/.test(document.querySelectorAll('.jp-Notebook .jp-Cell')[{i}]"
+                      f".querySelector('.widget-output') ? document.querySelectorAll('.jp-Notebook .jp-Cell')[{i}]"
+                      f".querySelector('.widget-output').innerText : '')")
+            _wait(page, failed, f"explore cell {i} to show the failure", 120, arg=list(seen))
+            failure_s = (page.evaluate("() => performance.now()") - start) / 1000
+            new = [r["t"] for r in _images(page, i) if r["key"] not in seen]
+            if new:
+                failure_s = (min(new) - start) / 1000
+            _wait(page, KERNEL_IDLE, "the kernel to finish the failure run", 120)
+            print(f"{lesson}: explore cell {i} showed the failure {failure_s:.2f} s after the button")
+            LATENCY[lesson] = {"slider_s": round(slider_s, 3), "failure_s": round(failure_s, 3)}
+            (ARTIFACTS / "explore-latency.json").write_text(json.dumps(LATENCY, indent=1))
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / f"{lesson}_explore.png"))
         if os.environ.get("TRAINCLINIC_DOC_SCREENSHOT") == "1" and lesson.startswith("01_"):
