@@ -180,13 +180,19 @@ class FakeCuda:
         pass
 
 
-@pytest.fixture
-def fake_cuda(monkeypatch):
+@pytest.fixture(params=["getter", "no getter"])
+def fake_cuda(monkeypatch, request):
+    """torch.cuda's memory API on a CPU; 'no getter' is torch < 2.5, which has no get_per_process_memory_fraction."""
     fake = FakeCuda()
-    for name in ("set_per_process_memory_fraction", "get_per_process_memory_fraction", "memory_allocated",
-                 "memory_reserved", "max_memory_allocated", "reset_peak_memory_stats", "get_device_properties",
-                 "empty_cache", "synchronize"):
+    for name in ("set_per_process_memory_fraction", "memory_allocated", "memory_reserved", "max_memory_allocated",
+                 "reset_peak_memory_stats", "get_device_properties", "empty_cache", "synchronize"):
         monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    if request.param == "getter":
+        monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", fake.get_per_process_memory_fraction,
+                            raising=False)  # torch 2.4 lacks it: added here either way
+    else:
+        monkeypatch.delattr(torch.cuda, "get_per_process_memory_fraction", raising=False)
+    monkeypatch.setattr(memory, "_FRACTIONS", {})
     monkeypatch.setattr(memory, "_cuda", lambda device: True)
     with fake.live:
         yield fake
@@ -209,3 +215,13 @@ def test_cuda_branch_of_gpu_report(fake_cuda):
     assert r["oom_reproduced"] and r["accumulated_fits"] and r["memory_released"] and r["fraction_restored"]
     assert r["peak_full_batch_bytes"] > r["peak_accumulated_bytes"] > 0
     assert fake_cuda.fraction == 1.0
+
+
+def test_cuda_branch_of_limit_restores_an_earlier_cap(fake_cuda):
+    memory._set_fraction(0.5, "cpu")                    # a cap set before (by trainclinic, or torch's getter knows)
+    model = mlp(inputs=32, hidden=128, outputs=4, depth=3)
+    x, y = _data(512)
+    with pytest.raises(torch.OutOfMemoryError):
+        with memory.limit("cpu", 64 * 1024, say=False):
+            _step(model, x, y)
+    assert fake_cuda.fractions[-2] < 0.5 and fake_cuda.fraction == 0.5   # capped lower, then back to 0.5

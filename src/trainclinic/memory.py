@@ -169,14 +169,28 @@ def measure(device):
     return Measure(device)
 
 
+_FRACTIONS = {}  # device -> the last fraction trainclinic set: torch < 2.5 has no getter to ask
+
+
+def _key(device):
+    return str(torch.device(device))
+
+
 def _get_fraction(device):
-    get = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # newer torch only
-    if get is None:
-        return 1.0
-    try:
-        return float(get(device))
-    except Exception:
-        return 1.0
+    """The process's memory fraction on `device`: torch's own getter where it exists (torch >= 2.5), else the last
+    fraction set through `_set_fraction` (1.0, no cap, if none)."""
+    get = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    if get is not None:
+        try:
+            return float(get(device))
+        except Exception:
+            pass
+    return _FRACTIONS.get(_key(device), 1.0)
+
+
+def _set_fraction(fraction, device):
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    _FRACTIONS[_key(device)] = float(fraction)
 
 
 def _release(tb, collect=False):
@@ -206,14 +220,14 @@ def limit(device, budget, say=True):
         if say:
             print(f"{device}: capped at {fmt(cap)} of {fmt(total)} (what is reserved now + {fmt(budget)}) "
                   "with torch.cuda.set_per_process_memory_fraction; the cap is lifted after this cell.")
-        torch.cuda.set_per_process_memory_fraction(min(cap / total, 1.0), device)
+        _set_fraction(min(cap / total, 1.0), device)
         try:
             yield
         except BaseException as exc:
             _release(exc.__traceback__, collect=True)
             raise
         finally:
-            torch.cuda.set_per_process_memory_fraction(before, device)
+            _set_fraction(before, device)
             gc.collect()
             torch.cuda.empty_cache()
     else:
