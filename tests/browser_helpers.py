@@ -226,10 +226,16 @@ def problems(nb, live=True):
             found.append(f"cell {i} (raises-exception) raised nothing")
         if errors and not repro:
             found.append(f"cell {i} raised {errors[0].get('ename')}: {errors[0].get('evalue', '')[:300]}")
+        if errors and repro and errors[0].get("ename") in ("NameError", "SyntaxError", "ImportError", "AttributeError"):
+            found.append(f"cell {i} (raises-exception) raised {errors[0].get('ename')}, not the failure: "
+                         f"{errors[0].get('evalue', '')[:300]}")
         if stderr and not repro:
             found.append(f"cell {i} wrote to stderr: {stderr[0][:300]!r}")
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade") and "✓" not in text:
-            found.append(f"check cell {i} printed no ✓: {text[:300]!r}")
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            calls = max(src.count("checks.check_"), 1)
+            if text.count("✓") < calls:
+                found.append(f"check cell {i} printed {text.count('✓')} ✓ for {calls} check calls: {text[-600:]!r}")
         for bad in WIDGET_ERRORS:
             if bad in text:
                 found.append(f"cell {i} shows {bad!r}")

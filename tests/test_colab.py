@@ -5,20 +5,17 @@
     where trainclinic is importable it installs nothing.
 (b) Every release notebook carries the badge and setup cell stamped with the configured repository, and
     tools/release.py stamps a different REPO/BRANCH into every place consistently (on a temporary copy).
-(c) The lessons run with ipywidgets 7.7 (Colab's version) in a separate cached venv, .venv-ipyw7,
-    on the live widget path, with every check passing and no widget or IPython error. Building the venv
-    takes about a minute (torch from the local wheel); `-k "not ipywidgets_7"` leaves (c) out.
+(c) Colab's own stack (Python 3.12, its CUDA-build torch on a CPU runtime, ipywidgets 7.7.1): the compatibility
+    suite's colab environment runs every lesson there (tools/compat.py, tests/test_runtimes.py).
 (d) Learners check their own work without nbgrader: the visible checks pass in a kernel where nbgrader
     cannot be imported.
 """
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -30,11 +27,6 @@ LESSONS = lessons()
 CONF = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["trainclinic"]
 REPO, BRANCH = CONF["repository"], CONF["branch"]
 BADGE_IMG = "https://colab.research.google.com/assets/colab-badge.svg"
-IPYW7 = Path(os.environ.get("TRAINCLINIC_IPYW7_VENV", ROOT / ".venv-ipyw7"))
-# torch first and pinned (a fresh venv resolving torch>=2.4 would fetch a multi-GB CUDA build), then Colab's
-# ipywidgets, then trainclinic itself without dependencies (as the setup cell installs it).
-IPYW7_TORCH = os.environ.get("TORCH", "torch==2.13.0")
-IPYW7_PACKAGES = ["ipywidgets==7.7.*", "ipykernel", "nbclient", "nbformat", "matplotlib"]
 
 
 def _src(cell):
@@ -176,31 +168,6 @@ def test_release_stamps_repo_everywhere(tmp_path):
     assert _digest(tracked) == before, "stamping a copy changed the repository's notebooks"
 
 
-# ---- (c) ipywidgets 7.7 ---------------------------------------------------------------------------------
-
-def _ipyw7_venv():
-    """The cached venv with Colab's ipywidgets 7.7; built once (about a minute), shared by xdist workers."""
-    spec = json.dumps([IPYW7_TORCH, IPYW7_PACKAGES, (ROOT / "pyproject.toml").read_text()])
-    ready = IPYW7 / ".ready"
-    python = IPYW7 / "bin" / "python"
-    IPYW7.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{IPYW7}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if ready.exists() and ready.read_text() == spec and python.exists():
-            return python, 0.0
-        start = time.monotonic()
-        shutil.rmtree(IPYW7, ignore_errors=True)
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        steps = [[sys.executable, "-m", "venv", str(IPYW7)], pip + [IPYW7_TORCH], pip + IPYW7_PACKAGES,
-                 pip + ["--no-deps", "-e", str(ROOT)]]
-        for cmd in steps:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=_clean_env())
-            if proc.returncode:
-                pytest.fail(f"building {IPYW7.name} failed at {' '.join(cmd[-3:])}:\n{proc.stderr[-3000:]}")
-        ready.write_text(spec)
-        return python, time.monotonic() - start
-
-
 def _execute(python, path, env):
     """Execute one notebook in place with `python`'s own kernel; the executed notebook (dict) and seconds."""
     proc = subprocess.run([str(python), str(ROOT / "tests" / "browser_helpers.py"), "execute", str(path)],
@@ -212,32 +179,6 @@ def _execute(python, path, env):
 
 def _kernel_env(work, **extra):
     return _clean_env(JUPYTER_DATA_DIR=str(work / "jupyter-data"), IPYTHONDIR=str(work / "ipython"), **extra)
-
-
-@pytest.fixture(scope="module")
-def ipyw7():
-    """The venv's python and its ipywidgets version (the venv is built on first use, then cached)."""
-    python, built = _ipyw7_venv()
-    probe = subprocess.run([str(python), "-c", "import ipywidgets, importlib.util; print(ipywidgets.__version__, "
-                            "importlib.util.find_spec('nbgrader') is None)"], capture_output=True, text=True)
-    version, no_nbgrader = probe.stdout.split()
-    print(f"\n{IPYW7.name}: ipywidgets {version}, built in {built:.0f} s (0 = cached)")
-    return {"python": python, "version": version, "no_nbgrader": no_nbgrader == "True"}
-
-
-def test_ipywidgets_7_venv_is_colab_like(ipyw7):
-    assert ipyw7["version"].startswith("7.7."), ipyw7["version"]
-    assert ipyw7["no_nbgrader"], "the ipywidgets 7 venv must not have nbgrader (a learner's Colab has none)"
-
-
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_lesson_runs_with_ipywidgets_7(lesson, ipyw7, tmp_path):
-    """The solution notebook (hidden tests included) on the live widget path with ipywidgets 7.7."""
-    shutil.copytree(ROOT / "solutions" / lesson, tmp_path / lesson)
-    nb, seconds = _execute(ipyw7["python"], tmp_path / lesson / f"{lesson}.ipynb", _kernel_env(tmp_path))
-    print(f"{lesson} with ipywidgets {ipyw7['version']}: {seconds} s")
-    found = problems(nb, live=True)
-    assert not found, f"{lesson} with ipywidgets {ipyw7['version']}:\n- " + "\n- ".join(found)
 
 
 # ---- (d) checks without nbgrader ------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LESSONS, ROOT, grade_id, outputs_text, source_nb
+from browser_helpers import problems
+from conftest import LESSONS, ROOT, grade_id, source_nb
 from nbgrader_run import submission, variants
 
 pytestmark = pytest.mark.runtime
@@ -66,32 +67,6 @@ print(json.dumps({"seconds": round(time.perf_counter() - start, 2), "failed": fa
 '''
 
 
-def _problems(nb):
-    found = []
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        tags = cell.get("metadata", {}).get("tags", [])
-        errors = [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
-        stderr = [o for o in cell.get("outputs", []) if o["output_type"] == "stream" and o["name"] == "stderr"]
-        head = cell["source"].splitlines()[0][:70] if cell["source"] else ""
-        if "raises-exception" in tags:
-            if not errors:
-                found.append(f"repro cell did not raise: {head}")
-            elif errors[0]["ename"] in ("NameError", "SyntaxError", "ImportError", "AttributeError"):
-                found.append(f"repro cell raised {errors[0]['ename']}: {errors[0]['evalue'][:300]} ({head})")
-        elif errors:
-            found.append(f"{errors[0]['ename']}: {errors[0]['evalue'][:600]} ({head})")
-        if stderr:
-            found.append(f"stderr: {''.join(stderr[0]['text'])[:400]} ({head})")
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
-            calls = cell["source"].count("checks.check_")
-            if outputs_text(cell).count("✓ ") != calls:
-                found.append(f"{grade_id(cell)}: {calls} checks called, {outputs_text(cell).count('✓ ')} passed: "
-                             f"{outputs_text(cell)[-600:]}")
-    return found
-
-
 @pytest.fixture(scope="session")
 def executed(tmp_path_factory):
     """Execute a lesson's solution in a real kernel once per test run: (notebook dict, run info)."""
@@ -114,7 +89,7 @@ def executed(tmp_path_factory):
 @pytest.mark.parametrize("lesson", [pytest.param(l, marks=pytest.mark.xdist_group(f"rt-{l}")) for l in LESSONS])
 def test_solution_runs_in_a_kernel(lesson, executed):
     nb, run = executed(lesson)
-    found = _problems(nb) + ([f"execution stopped: {run['failed']}"] if run["failed"] else [])
+    found = problems(nb, live=True) + ([f"execution stopped: {run['failed']}"] if run["failed"] else [])
     _report("solution", lesson, "reference", {"passed": not found, "seconds": run["seconds"], "problems": found})
     assert not found, f"{lesson} on {RUNTIME}:\n- " + "\n- ".join(found)
 
