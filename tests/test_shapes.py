@@ -1,4 +1,5 @@
 """Lesson 02's library: shapes.trace (against PyTorch's own errors) and the shape_dtype checks."""
+import re
 import time
 import warnings
 
@@ -90,7 +91,8 @@ def test_trace_loss_dtype_and_silent_broadcast():
     assert loss["error"] is None and loss["output"] == "scalar float32"
     assert "different to the input size" in loss["warning"] and "broadcasts them to 6x6" in loss["note"]
     rows = shapes.trace(nn.Linear(3, 2), x, target=torch.zeros(6), loss_fn=F.cross_entropy, show=False)
-    assert rows[-1]["type"] == "cross_entropy" and "expected target dtype to be Long" in rows[-1]["error"]
+    assert rows[-1]["type"] == "cross_entropy"  # torch <= 2.12 and >= 2.13 word it differently:
+    assert re.search(r"expected scalar type Long but found Float|expected target dtype to be Long", rows[-1]["error"])
 
 
 def test_trace_leaves_model_untouched():
@@ -134,7 +136,7 @@ def blank(*args):
 
 def test_checks_pass_reference(capsys):
     for run, fn, kw in [(checks.check_prepare_batch, prepare_batch, {}), (checks.check_build_model, build_model, {}),
-                        (checks.check_build_model, build_model, {"size": 16, "classes": 5}),
+                        (checks.check_build_model, build_model, {"seed": 1}),
                         (checks.check_regression_loss, regression_loss, {})]:
         start = time.perf_counter()
         run(fn, **kw)
@@ -153,7 +155,9 @@ def test_checks_fail_blank():
 @pytest.mark.parametrize("fn,message", [
     (lambda i, l: (i.float(), l.long()), "channels instead"),
     (lambda i, l: (i.float(), l.long()), "images.unsqueeze(1)"),
-    (lambda i, l: (i.unsqueeze(1).float(), l.int()), "expected target dtype to be Long or Byte, but got Int"),
+    (lambda i, l: (i.unsqueeze(1).float(), l.int()), "labels dtype: expected torch.int64"),
+    (lambda i, l: (i.unsqueeze(1).float(), l.squeeze().long()), "which is what .squeeze() does to a batch of one"),
+    (lambda i, l: (i.reshape(-1, 1, i.shape[1], i.shape[1]).float(), l.long()), "is invalid for input of size"),
     (lambda i, l: (i.unsqueeze(1).float(), l.to(torch.uint8)), "labels dtype: expected torch.int64"),
     (lambda i, l: (i.unsqueeze(1), l.long()), "bias type (float)"),
     (lambda i, l: (i.unsqueeze(1).float(), l.long().view(-1, 1)), "0D or 1D target tensor expected"),
@@ -168,7 +172,7 @@ def test_check_build_model_wrong():
     with pytest.raises(CheckFailed, match="cannot be multiplied"):
         checks.check_build_model(lambda size, classes: build_model(2 * size, classes))
     with pytest.raises(CheckFailed, match="cannot be multiplied"):  # hard-coded for 12x12
-        checks.check_build_model(lambda size, classes: build_model(12, classes), size=16)
+        checks.check_build_model(lambda size, classes: build_model(12, classes), seed=1)
     with pytest.raises(CheckFailed, match=r"bias type \(double\)"):
         checks.check_build_model(lambda size, classes: build_model(size, classes).double())
 
@@ -210,3 +214,63 @@ def test_checks_keep_learner_rng():
     torch.manual_seed(123)
     checks.check_build_model(build_model)
     assert torch.equal(torch.rand(3), want)
+
+
+def test_check_prepare_batch_hint_names_the_bug_it_saw():
+    """The labels' 0-d shape on a batch of one gets the .squeeze() message, not a hint about flattening logits."""
+    with pytest.raises(CheckFailed) as info:
+        checks.check_prepare_batch(lambda i, l: (i.unsqueeze(1).float(), l.squeeze().long()))
+    text = str(info.value)
+    assert "labels shape for a batch of 1: expected (1,), observed () (a 0-d tensor)" in text
+    assert ".squeeze()" in text and "flatten" not in text
+
+
+def test_check_build_model_sees_the_layers():
+    """A layer dropped (the next one resized to compensate, or nothing to resize) fails; other idioms pass."""
+    def no_pool(size, classes):
+        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * size * size, classes))
+
+    def no_relu(size, classes):
+        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(8 * (size // 2) ** 2, classes))
+
+    def softmax(size, classes):
+        return nn.Sequential(build_model(size, classes), nn.Softmax(dim=1))
+
+    for fn, message in [(no_pool, "the feature maps reach it at full size"), (no_relu, "without the ReLU"),
+                        (softmax, "followed by a softmax")]:
+        with pytest.raises(CheckFailed, match=re.escape(message)):
+            checks.check_build_model(fn)
+
+    class Functional(nn.Module):  # pool before ReLU, functional calls, LazyLinear: the same network
+        def __init__(self, classes):
+            super().__init__()
+            self.conv, self.fc = nn.Conv2d(1, 8, 3, padding=1), nn.LazyLinear(classes)
+
+        def forward(self, x):
+            return self.fc(torch.flatten(F.max_pool2d(self.conv(x), 2).relu(), 1))
+
+    for seed in range(4):
+        checks.check_build_model(lambda size, classes: Functional(classes), seed=seed)
+
+
+@pytest.mark.parametrize("fn,message,absent", [
+    (lambda p, t: torch.sqrt(F.mse_loss(p.squeeze(1), t.float())), "the square root of the MSE", "broadcast"),
+    (lambda p, t: F.mse_loss(p.squeeze(1).double(), t).float(), "float32 data computed in float64", "broadcast"),
+    (lambda p, t: ((p.squeeze(1) - t) ** 2).mean().float(), "sub(float32 (6,), float64 (6,)) -> float64", "broadcast"),
+    (lambda p, t: F.mse_loss(p, t.float()), "expand((6, 1)) -> (6, 6)", "square root"),
+])
+def test_check_regression_loss_says_what_it_saw(fn, message, absent):
+    with pytest.raises(CheckFailed) as info:
+        checks.check_regression_loss(fn)
+    assert message in str(info.value) and absent not in str(info.value)
+
+
+def test_checks_sweep_with_the_seed():
+    """Other seeds: other batch, image and class sizes (non-square images for prepare_batch), all passing the reference."""
+    assert checks._batch_cases(0) != checks._batch_cases(1)
+    assert any(h != w for n, h, w in checks._batch_cases(1)) and any(n == 1 for n, h, w in checks._batch_cases(5))
+    for seed in range(6):
+        checks.check_prepare_batch(prepare_batch, seed=seed)
+        checks.check_build_model(build_model, seed=seed)
+        checks.check_regression_loss(regression_loss, seed=seed)

@@ -56,12 +56,31 @@ ALT_LOSS = '''def regression_loss(pred, target):
     target = target.to(pred.dtype).reshape(pred.shape)   # (N,) -> (N, 1), float32
     return ((pred - target) ** 2).mean()'''
 
+
+LABELS_SQUEEZE = '''def prepare_batch(images, labels):
+    return images.unsqueeze(1).float(), labels.squeeze().long()   # a batch of one becomes a 0-d tensor'''
+
+NO_POOL_RESIZED = '''def build_model(size=12, classes=3):
+    return nn.Sequential(                                        # the pool dropped, the Linear resized to match
+        nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(),
+        nn.Flatten(), nn.Linear(8 * size * size, classes),
+    )'''
+
+LOSS_FLOAT64_INSIDE = '''def regression_loss(pred, target):
+    return ((pred.squeeze(1) - target) ** 2).mean().float()      # right value, computed in float64, cast back'''
+
 SHAPES = "cannot be multiplied"
 
 VARIANTS = {
     "no_channel_dim": {"cells": {"prepare_batch": NO_CHANNEL_DIM}, "lost": {"check_prepare_batch": "channels instead"}},
-    "labels_int32": {"cells": {"prepare_batch": LABELS_INT32},
-                     "lost": {"check_prepare_batch": "expected target dtype to be Long or Byte, but got Int"}},
+    "labels_int32": {"cells": {"prepare_batch": LABELS_INT32},  # torch words the error by version: not asserted
+                     "lost": {"check_prepare_batch": "labels dtype: expected torch.int64"}},
+    "labels_squeeze": {"cells": {"prepare_batch": LABELS_SQUEEZE},
+                       "lost": {"check_prepare_batch": "which is what .squeeze() does to a batch of one"}},
+    "no_pool_resized": {"cells": {"build_model": NO_POOL_RESIZED},
+                        "lost": {"check_build_model": "the feature maps reach it at full size"}},
+    "loss_float64_inside": {"cells": {"regression_loss": LOSS_FLOAT64_INSIDE},
+                            "lost": {"check_regression_loss": "float32 data computed in float64"}},
     "linear_before_pool": {"cells": {"build_model": LINEAR_BEFORE_POOL}, "lost": {"check_build_model": SHAPES}},
     "hardcoded_size": {"cells": {"build_model": HARDCODED_SIZE}, "lost": {"check_build_model": SHAPES}},
     "model_double": {"cells": {"build_model": MODEL_DOUBLE}, "lost": {"check_build_model": "bias type (double)"}},
@@ -71,3 +90,149 @@ VARIANTS = {
     "written_differently": {
         "cells": {"prepare_batch": ALT_PREPARE, "build_model": ALT_MODEL, "regression_loss": ALT_LOSS}, "lost": {}},
 }
+
+# ---- blind round 1 (written from the release notebook alone, checks unseen): the cases it found, and a few
+# of its correct fixes in other idioms
+
+BLIND_PREPARE_ASSUMES_SQUARE = '''def prepare_batch(images, labels):
+    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""
+    size = images.shape[1]
+    return images.reshape(-1, 1, size, size).float(), labels.long()'''
+
+VARIANTS["blind_prepare_assumes_square"] = {"cells": {'prepare_batch': BLIND_PREPARE_ASSUMES_SQUARE}, "lost": {'check_prepare_batch': 'is invalid for input of size'}}
+
+BLIND_PREPARE_BYTE_LABELS = '''def prepare_batch(images, labels):
+    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""
+    return images.unsqueeze(1).float(), labels.byte()'''
+
+VARIANTS["blind_prepare_byte_labels"] = {"cells": {'prepare_batch': BLIND_PREPARE_BYTE_LABELS}, "lost": {'check_prepare_batch': 'observed torch.uint8'}}
+
+BLIND_MODEL_SOFTMAX_HEAD = '''def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    return nn.Sequential(
+        nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(8 * (size // 2) ** 2, classes),
+        nn.Softmax(dim=1),
+    )'''
+
+VARIANTS["blind_model_softmax_head"] = {"cells": {'build_model': BLIND_MODEL_SOFTMAX_HEAD}, "lost": {'check_build_model': 'followed by a softmax'}}
+
+BLIND_MODEL_MISSING_RELU = '''def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    return nn.Sequential(
+        nn.Conv2d(1, 8, kernel_size=3, padding=1),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(8 * (size // 2) ** 2, classes),
+    )'''
+
+VARIANTS["blind_model_missing_relu"] = {"cells": {'build_model': BLIND_MODEL_MISSING_RELU}, "lost": {'check_build_model': 'without the ReLU'}}
+
+BLIND_MODEL_NO_PADDING = '''def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    return nn.Sequential(
+        nn.Conv2d(1, 8, kernel_size=3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(8 * ((size - 2) // 2) ** 2, classes),
+    )'''
+
+VARIANTS["blind_model_no_padding"] = {"cells": {'build_model': BLIND_MODEL_NO_PADDING}, "lost": {'check_build_model': 'observed parameter shapes'}}
+
+BLIND_REG_COMPUTED_IN_DOUBLE = '''def regression_loss(pred, target):
+    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""
+    return F.mse_loss(pred.squeeze(1).double(), target).float()'''
+
+VARIANTS["blind_reg_computed_in_double"] = {"cells": {'regression_loss': BLIND_REG_COMPUTED_IN_DOUBLE}, "lost": {'check_regression_loss': 'computed in float64'}}
+
+BLIND_REG_RMSE = '''def regression_loss(pred, target):
+    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""
+    return torch.sqrt(F.mse_loss(pred.squeeze(1), target.float()))'''
+
+VARIANTS["blind_reg_rmse"] = {"cells": {'regression_loss': BLIND_REG_RMSE}, "lost": {'check_regression_loss': 'the square root of the MSE'}}
+
+BLIND_REG_SUM_REDUCTION = '''def regression_loss(pred, target):
+    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""
+    return F.mse_loss(pred.squeeze(1), target.float(), reduction="sum")'''
+
+VARIANTS["blind_reg_sum_reduction"] = {"cells": {'regression_loss': BLIND_REG_SUM_REDUCTION}, "lost": {'check_regression_loss': 'the sum over the batch'}}
+
+BLIND_PREPARE_VIEW_LAST_TWO_DIMS = '''def prepare_batch(images, labels):
+    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""
+    inputs = images.contiguous().view(-1, 1, *images.shape[-2:]).to(torch.float32)
+    targets = labels.view(-1).to(torch.int64)
+    return inputs, targets'''
+
+VARIANTS["blind_prepare_view_last_two_dims"] = {"cells": {'prepare_batch': BLIND_PREPARE_VIEW_LAST_TWO_DIMS}, "lost": {}}
+
+BLIND_MODEL_FUNCTIONAL_FORWARD = '''class SmallCNN(nn.Module):
+    def __init__(self, size, classes):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, kernel_size=3, padding=1)
+        self.fc = nn.Linear(8 * (size // 2) ** 2, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv(x)), 2)
+        return self.fc(torch.flatten(x, 1))
+
+
+def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    return SmallCNN(size, classes)'''
+
+VARIANTS["blind_model_functional_forward"] = {"cells": {'build_model': BLIND_MODEL_FUNCTIONAL_FORWARD}, "lost": {}}
+
+BLIND_MODEL_LAZY_LINEAR_MATERIALISED = '''def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    model = nn.Sequential(
+        nn.Conv2d(1, 8, kernel_size=3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.LazyLinear(classes),
+    )
+    model(torch.zeros(2, 1, size, size))
+    return model'''
+
+VARIANTS["blind_model_lazy_linear_materialised"] = {"cells": {'build_model': BLIND_MODEL_LAZY_LINEAR_MATERIALISED}, "lost": {}}
+
+BLIND_MODEL_BLITZ_NUM_FLAT_FEATURES = '''class Net(nn.Module):
+    def __init__(self, size, classes):
+        super(Net, self).__init__()
+        self.conv1 = nn.Conv2d(1, 8, kernel_size=3, padding=1)
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.fc1 = nn.Linear(8 * (size // 2) * (size // 2), classes)
+
+    def forward(self, x):
+        x = self.pool(self.relu(self.conv1(x)))
+        x = x.view(-1, self.num_flat_features(x))
+        x = self.fc1(x)
+        return x
+
+    def num_flat_features(self, x):
+        size = x.size()[1:]  # all dimensions except the batch dimension
+        num_features = 1
+        for s in size:
+            num_features *= s
+        return num_features
+
+
+def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    return Net(size, classes)'''
+
+VARIANTS["blind_model_blitz_num_flat_features"] = {"cells": {'build_model': BLIND_MODEL_BLITZ_NUM_FLAT_FEATURES}, "lost": {}}
+
+BLIND_REG_TYPE_AS_SQUARE = '''def regression_loss(pred, target):
+    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""
+    return torch.mean(torch.square(pred[:, 0] - target.type_as(pred)))'''
+
+VARIANTS["blind_reg_type_as_square"] = {"cells": {'regression_loss': BLIND_REG_TYPE_AS_SQUARE}, "lost": {}}
+
+BLIND_REG_SUM_OVER_NUMEL = '''def regression_loss(pred, target):
+    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""
+    diff = pred.reshape(-1) - target.to(torch.float32)
+    return diff.pow(2).sum() / diff.numel()'''
+
+VARIANTS["blind_reg_sum_over_numel"] = {"cells": {'regression_loss': BLIND_REG_SUM_OVER_NUMEL}, "lost": {}}

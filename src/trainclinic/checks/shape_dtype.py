@@ -1,23 +1,31 @@
 """Checks for lesson 02, shape and dtype errors: prepare_batch, build_model, regression_loss.
 
-Each feeds the learner's function seeded batches of several sizes, runs forward and backward through
-PyTorch, and compares shapes, dtypes and loss values with PyTorch's own reference computation.
+Each feeds the learner's function seeded batches of several sizes (always one of a single sample), runs forward
+and backward through PyTorch, and compares shapes, dtypes and loss values with PyTorch's own reference
+computation. build_model's network must compute the lesson's architecture with its own weights (conv, ReLU,
+2x2 max-pool, flatten, Linear); regression_loss is watched operation by operation (a TorchDispatchMode) for
+broadcasting and float64. The seed drives a sweep of batch sizes, image sizes, class counts and value scales.
 """
+import math
+import random
 import warnings
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import CheckFailed, call, check, close, expect
 
 __all__ = ["HINTS", "check_prepare_batch", "check_build_model", "check_regression_loss", "raw_batch", "reference_model"]
 
+_LONG = "CrossEntropyLoss wants class indices as int64 (Long): labels.long()."
 
-HINTS = {
+HINTS = {  # keyed on PyTorch's own wordings, torch 2.4 to 2.13
     "channels instead": "a conv layer wants (N, C, H, W): give grayscale images their channel dimension with "
     "images.unsqueeze(1) (position 1, after the batch).",
-    "expected target dtype": "CrossEntropyLoss wants class indices as int64 (Long): labels.long().",
+    "expected target dtype": _LONG,  # torch >= 2.13: "expected target dtype to be Long or Byte, but got Float"
+    "expected scalar type Long": _LONG,  # torch <= 2.12: "expected scalar type Long but found Float"
     "0D or 1D target": "labels must have shape (N,): one class index per sample.",
     "should be the same": "inputs and weights must share one dtype: keep the model float32 and convert the data "
     "with .float().",
@@ -30,32 +38,36 @@ HINTS = {
 }
 
 
+def _hinted(exc):
+    """A CheckFailed from `call` with this lesson's hint in place of the generic one where PyTorch's message matches."""
+    text = str(exc).split("\nHint:")[0]
+    hint = next((h for key, h in HINTS.items() if key in text), None)
+    return exc if hint is None else CheckFailed(f"{text}\nHint: {hint}")
+
+
 def _call(fn, *args, **kwargs):
     """checks.call, with this lesson's hint in place of the generic one where a message matches."""
     try:
         return call(fn, *args, **kwargs)
     except CheckFailed as exc:
-        text = str(exc).split("\nHint:")[0]
-        hint = next((h for key, h in HINTS.items() if key in text), None)
-        if hint is None:
-            raise
-        raise CheckFailed(f"{text}\nHint: {hint}") from None
+        raise _hinted(exc) from None
 
 
-def raw_batch(n, size=12, classes=3, seed=0):
-    """A batch as a NumPy loader hands it over: float64 images (n, size, size), float64 labels (n,)."""
+def raw_batch(n, size=12, classes=3, seed=0, width=None):
+    """A batch as a NumPy loader hands it over: float64 images (n, size, width or size), float64 labels (n,)."""
     g = torch.Generator().manual_seed(seed)
-    images = torch.rand(n, size, size, generator=g, dtype=torch.float64)
+    images = torch.rand(n, size, width or size, generator=g, dtype=torch.float64)
     labels = torch.randint(0, classes, (n,), generator=g).to(torch.float64)
+    labels[0] = classes - 1  # the highest class id always appears
     return images, labels
 
 
-def reference_model(size=12, classes=3, seed=0):
-    """The lesson's small CNN, built correctly: conv, ReLU, 2x2 max-pool, flatten, Linear."""
+def reference_model(size=12, classes=3, seed=0, width=None):
+    """The lesson's small CNN, built correctly: conv, ReLU, 2x2 max-pool, flatten, Linear (images size x width)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                             nn.Linear(8 * (size // 2) ** 2, classes))
+                             nn.Linear(8 * (size // 2) * ((width or size) // 2), classes))
 
 
 def _pair(out, name):
@@ -64,36 +76,68 @@ def _pair(out, name):
     return out
 
 
-@check("prepare_batch")
-def check_prepare_batch(prepare_batch, seed=0, cases=((8, 12), (1, 12), (5, 16))):
-    """prepare_batch(images, labels) gives float32 (N, 1, H, W) images and int64 (N,) labels that train."""
-    for n, size in cases:
-        images, labels = raw_batch(n, size, seed=seed + n)
-        x, y = _pair(_call(prepare_batch, images.clone(), labels.clone(), name="prepare_batch"), "prepare_batch")
-        model = reference_model(size, seed=seed)
+def _batch_cases(seed):
+    """(n, H, W) per case: a batch of one always, and images that are not square (the text says (N, H, W))."""
+    if seed == 0:
+        return ((8, 12, 12), (1, 12, 12), (5, 16, 10))
+    rng = random.Random(31 * seed + 1)
+    sides = [4, 6, 8, 10, 12, 14, 16, 20]
+    h, w = rng.sample(sides, 2)
+    return ((rng.randint(2, 16), h, h), (1, w, h), (rng.randint(2, 40), h, w))
 
-        def train_once():  # PyTorch's own verdict on the batch first: the real error, if any
+
+@check("prepare_batch")
+def check_prepare_batch(prepare_batch, seed=0):
+    """prepare_batch(images, labels) gives float32 (N, 1, H, W) images and int64 (N,) labels that train."""
+    cases = _batch_cases(seed)
+    for k, (n, size, width) in enumerate(cases):
+        classes = 3 if seed == 0 else 2 + (seed + k) % 9
+        images, labels = raw_batch(n, size, classes, seed=seed + n, width=width)
+        x, y = _pair(_call(prepare_batch, images.clone(), labels.clone(), name="prepare_batch"), "prepare_batch")
+        model = reference_model(size, classes, seed=seed, width=width)
+
+        def train_once():  # PyTorch's own verdict on the batch: the real error, if any
             loss = F.cross_entropy(model(x), y)
             loss.backward()
             return loss
 
-        where = f"(a conv net and cross_entropy on prepare_batch's output, batch of {n} images {size}x{size})"
-        loss = _call(train_once, name="training", where=where)
-        expect(x.shape == (n, 1, size, size), f"images shape for a batch of {n}", f"({n}, 1, {size}, {size})",
-               tuple(x.shape), "add the channel dimension at position 1: images.unsqueeze(1).")
-        expect(x.dtype == torch.float32, "images dtype", "torch.float32 (the model's dtype)", x.dtype,
+        where = f"(a conv net and cross_entropy on prepare_batch's output, batch of {n} images {size}x{width})"
+        try:
+            loss, verdict, error = call(train_once, name="training", where=where), "", None
+        except CheckFailed as exc:
+            error = _hinted(exc)
+            loss, verdict = None, "\nPyTorch's verdict: " + str(exc).split("\nHint:")[0].rstrip(".")
+        shape = tuple(x.shape)
+        hint = ""
+        if shape == (n, size, width):
+            hint = ("the images have no channel dimension: a conv reads (N, H, W) as ONE image with N channels. "
+                    "Add it at position 1: images.unsqueeze(1).")
+        elif shape == (n, size, width, 1):
+            hint = "the channel dimension is last: PyTorch's conv wants (N, C, H, W): images.unsqueeze(1)."
+        expect(shape == (n, 1, size, width), f"images shape for a batch of {n} images {size}x{width}",
+               f"({n}, 1, {size}, {width})",
+               f"{shape}{verdict}", hint)
+        expect(x.dtype == torch.float32, "images dtype", "torch.float32 (the model's dtype)", f"{x.dtype}{verdict}",
                "convert with .float() or .to(torch.float32).")
         expect(close(x.squeeze(1), images), "images values", "unchanged (only dtype and shape change)",
                "different values")
-        expect(y.shape == (n,), f"labels shape for a batch of {n}", f"({n},)", tuple(y.shape),
-               "keep one class index per sample; beware .squeeze() on a batch of one.")
-        expect(y.dtype == torch.int64, "labels dtype", "torch.int64 (Long class indices)", y.dtype,
+        hint = ""
+        if y.dim() == 0 and n == 1:
+            hint = ("the batch of one lost its batch dimension, which is what .squeeze() does to a batch of one "
+                    "(it removes EVERY dimension of size 1). The labels are already (N,): .long() alone keeps them.")
+        elif y.shape == (n, 1):
+            hint = "one class index per sample, without the extra dimension: labels of shape (N,)."
+        expect(y.shape == (n,), f"labels shape for a batch of {n}", f"({n},)",
+               f"{tuple(y.shape)}{' (a 0-d tensor)' if y.dim() == 0 else ''}{verdict}", hint)
+        expect(y.dtype == torch.int64, "labels dtype", "torch.int64 (Long class indices)", f"{y.dtype}{verdict}",
                "CrossEntropyLoss wants class indices as int64: labels.long().")
         expect(torch.equal(y, labels.long()), "labels values", labels.long().tolist(), y.tolist())
+        if error is not None:
+            raise error
         want = F.cross_entropy(model(images.unsqueeze(1).float()), labels.long())
         expect(loss.dtype == torch.float32 and close(loss, want), "the cross-entropy on your batch",
                f"{want.item():.5f} (float32)", f"{loss.item():.5f} ({loss.dtype})")
-    sizes = ", ".join(f"{n}x{s}x{s}" for n, s in cases)
+    sizes = ", ".join(f"{n}x{h}x{w}" for n, h, w in cases)
     return f"float32 (N, 1, H, W) images and int64 (N,) labels; forward, loss and backward run for batches {sizes}"
 
 
@@ -104,9 +148,78 @@ def _grads_ok(model, n, size):
         expect(bool(torch.isfinite(p.grad).all()), f"the gradient of `{name}`", "finite", "inf or nan")
 
 
+def _shapes(model):
+    return [tuple(p.shape) for p in model.parameters()]
+
+
+def _architecture(model, x, size, classes):
+    """The model must compute Linear(flatten(max_pool2d(relu(conv(x)), 2))) with its own weights: find them by
+    shape, recompute, compare. Raise CheckFailed saying what differs."""
+    features = 8 * (size // 2) ** 2
+    want = {"conv weight": (8, 1, 3, 3), "conv bias": (8,), "Linear weight": (classes, features),
+            "Linear bias": (classes,)}
+    params = list(model.parameters())
+    shapes = _shapes(model)
+    missing = [name for name, shape in want.items() if shape not in shapes]
+    if missing:
+        hint = ""
+        if (classes, 8 * size * size) in shapes:
+            hint = (f"the Linear takes 8 x {size} x {size} = {8 * size * size} features: the feature maps reach it at "
+                    f"full size. The MaxPool2d(2) halves each side, so {features} arrive: keep the pool and size the "
+                    f"Linear for 8 x (size // 2) x (size // 2).")
+        elif (classes, size * size) in shapes or (classes, (size // 2) ** 2) in shapes:
+            hint = "the Linear takes one value per pixel: the Conv2d(1, 8, kernel_size=3, padding=1) is missing."
+        raise CheckFailed(
+            f"the parameters of build_model({size}, {classes}): expected those of the lesson's network, "
+            f"Conv2d(1, 8, kernel_size=3, padding=1) {want['conv weight']} + {want['conv bias']} and "
+            f"Linear({features}, {classes}) {want['Linear weight']} + {want['Linear bias']} "
+            f"(8 channels x {size // 2} x {size // 2} after the 2x2 pool), observed parameter shapes {shapes} "
+            f"(none of shape {', '.join(str(want[m]) for m in missing)})." + (f"\nHint: {hint}" if hint else ""))
+    conv_w = next(p for p in params if tuple(p.shape) == want["conv weight"])
+    lin_w = next(p for p in params if tuple(p.shape) == want["Linear weight"])
+    conv_bs = [p for p in params if tuple(p.shape) == want["conv bias"]]
+    lin_bs = [p for p in params if tuple(p.shape) == want["Linear bias"]]
+    model.eval()
+    with torch.no_grad():
+        got = _call(model, x, name="your model", where="in eval mode")
+
+        def net(cb, lb, act=F.relu, pool=F.max_pool2d):
+            return F.linear(pool(act(F.conv2d(x, conv_w, cb, padding=1)), 2).flatten(1), lin_w, lb)
+
+        pairs = [(cb, lb) for cb in conv_bs for lb in lin_bs if cb is not lb]
+        if not pairs:
+            raise CheckFailed(f"the parameters of build_model({size}, {classes}): expected a conv bias and a Linear "
+                              f"bias, both of shape (8,), observed one parameter of that shape among {shapes}.")
+        if any(close(got, net(cb, lb), rtol=1e-4, atol=1e-5) for cb, lb in pairs):
+            return
+        cb, lb = pairs[0]
+        diff = (got.double() - net(cb, lb).double()).abs().max().item()
+        layers = "the exercise asks for a conv, a ReLU, a MaxPool2d(2), a flatten and a Linear, in that order."
+        logits = "return the Linear's raw logits: CrossEntropyLoss applies the log-softmax itself."
+        like = [("without the ReLU", net(cb, lb, act=lambda t: t), layers),
+                ("with average pooling instead of max pooling", net(cb, lb, pool=F.avg_pool2d), layers),
+                ("followed by a softmax", net(cb, lb).softmax(1), logits),
+                ("followed by a log-softmax", net(cb, lb).log_softmax(1), logits)]
+        seen = next(((what, hint) for what, out, hint in like if close(got, out, rtol=1e-4, atol=1e-5)), None)
+    raise CheckFailed(
+        f"the output of build_model({size}, {classes}) in eval mode: expected the lesson's network computed with the "
+        "model's own conv and Linear weights, Linear(flatten(MaxPool2d(2)(ReLU(Conv2d(x))))), observed a different "
+        f"function (max difference {diff:.3g})" + (f": it equals that network {seen[0]}.\nHint: {seen[1]}" if seen else "."))
+
+
+def _model_cases(seed):
+    """(size, classes, batch sizes): the lesson's for seed 0; else drawn, with a batch of one."""
+    if seed == 0:
+        return 12, 3, (8, 1, 5)
+    rng = random.Random(17 * seed + 5)
+    return rng.choice([4, 6, 8, 10, 14, 16, 20]), rng.randint(2, 10), (rng.randint(2, 12), 1)
+
+
 @check("build_model")
-def check_build_model(build_model, seed=0, size=12, classes=3, batch_sizes=(8, 1, 5)):
-    """build_model(size, classes) maps (N, 1, size, size) float32 images to (N, classes) logits, per sample."""
+def check_build_model(build_model, seed=0):
+    """build_model(size, classes) maps (N, 1, size, size) float32 images to (N, classes) logits, per sample, with the
+    lesson's layers (conv, ReLU, 2x2 max-pool, flatten, Linear)."""
+    size, classes, batch_sizes = _model_cases(seed)
     torch.manual_seed(seed)
     model = _call(build_model, size, classes, name="build_model")
     expect(isinstance(model, nn.Module), "build_model's result", "an nn.Module", type(model).__name__)
@@ -135,25 +248,76 @@ def check_build_model(build_model, seed=0, size=12, classes=3, batch_sizes=(8, 1
         expect(close(whole, alone, rtol=1e-3, atol=1e-4), f"the outputs for a batch of {n} (eval mode)",
                "each sample's logits independent of the other samples", "rows that mix samples",
                "never reshape across the batch dimension: keep dim 0 as N (x.flatten(1), not x.view(-1, k)).")
+        _architecture(model, x, size, classes)
     return (f"(N, 1, {size}, {size}) -> (N, {classes}) float32 logits for N = {', '.join(map(str, batch_sizes))}, "
-            "finite gradients, samples independent")
+            "finite gradients, samples independent, conv-ReLU-pool-flatten-Linear with its own weights")
 
 
-def _reference_mse(pred, target):
-    return F.mse_loss(pred.detach().reshape(-1), target.to(pred.dtype).reshape(-1))
+class _Ops(TorchDispatchMode):
+    """Record every operation under it: (name, input shapes and dtypes, output shape and dtype)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    @classmethod
+    def _should_skip_dynamo(cls):
+        return False  # torch >= 2.9 would otherwise import torch._dynamo on the first operation
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        ins = [a for a in list(args) + list((kwargs or {}).values()) if torch.is_tensor(a)]
+        outs = [out] if torch.is_tensor(out) else [o for o in out if torch.is_tensor(o)] if isinstance(out, (tuple, list)) else []
+        self.ops.append((str(func.overloadpacket.__name__), [(tuple(t.shape), t.dtype) for t in ins],
+                         [(tuple(t.shape), t.dtype) for t in outs]))
+        return out
+
+
+def _dt(dtype):
+    return str(dtype).removeprefix("torch.")
+
+
+def _float64_op(ops):
+    """The first operation that turned float32 data into float64 (a promotion or a cast), as text; None if none."""
+    for name, ins, outs in ops:
+        if any(d == torch.float64 for _, d in outs) and any(d == torch.float32 for _, d in ins):
+            args = ", ".join(f"{_dt(d)} {s}" for s, d in ins)
+            return f"{name}({args}) -> {_dt(outs[0][1])} {outs[0][0]}"
+    return None
+
+
+def _broadcast_op(ops, n):
+    """The first operation that produced an (n, n) tensor (pred (n, 1) against target (n,)), as text; None if none."""
+    if n < 2:
+        return None
+    for name, ins, outs in ops:
+        if any(s == (n, n) for s, _ in outs):
+            return f"{name}({', '.join(str(s) for s, _ in ins)}) -> {(n, n)}"
+    return None
+
+
+def _regression_cases(seed):
+    """(batch sizes, target scale): the lesson's for seed 0; else drawn, with a batch of one and scales 1e-2..1e3."""
+    if seed == 0:
+        return (6, 1, 11), 1.0
+    rng = random.Random(13 * seed + 7)
+    return (rng.randint(2, 64), 1, rng.randint(2, 9)), 10.0 ** rng.choice([-2, -1, 0, 1, 2, 3])
 
 
 @check("regression_loss")
-def check_regression_loss(regression_loss, seed=0, batch_sizes=(6, 1, 11)):
-    """regression_loss(pred, target) is the float32 MSE of pred (N, 1) against float64 targets (N,)."""
+def check_regression_loss(regression_loss, seed=0):
+    """regression_loss(pred, target) is the float32 MSE of pred (N, 1) against float64 targets (N,), computed
+    without broadcasting and without float64."""
+    batch_sizes, scale = _regression_cases(seed)
     g = torch.Generator().manual_seed(seed)
     for n in batch_sizes:
-        leaf = torch.randn(n, 1, generator=g, requires_grad=True)
+        leaf = (scale * torch.randn(n, 1, generator=g)).requires_grad_()
         pred = leaf * 1.0  # a non-leaf (N, 1) float32 output, as a Linear(..., 1) gives
-        target = torch.randn(n, generator=g, dtype=torch.float64)
+        target = scale * torch.randn(n, generator=g, dtype=torch.float64)
+        ops = _Ops()
 
         def run():
-            with warnings.catch_warnings(record=True) as caught:
+            with warnings.catch_warnings(record=True) as caught, ops:
                 warnings.simplefilter("always")
                 out = regression_loss(pred, target.clone())
             return out, [str(w.message) for w in caught]
@@ -164,18 +328,40 @@ def check_regression_loss(regression_loss, seed=0, batch_sizes=(6, 1, 11)):
         expect(got.dim() == 0, f"the loss for a batch of {n}", "a scalar", f"shape {tuple(got.shape)}",
                "average over the batch (F.mse_loss does).")
         want = _reference_mse(pred, target)
-        said = f" (PyTorch warned: {warned[0].rstrip('.')})" if warned else ""
-        expect(close(got, want, rtol=1e-4, atol=1e-6), f"the loss for a batch of {n}", f"{want.item():.5f}",
-               f"{got.item():.5f}{said}",
-               f"pred is ({n}, 1) and target is ({n},): they broadcast to ({n}, {n}) and every prediction is compared "
-               "with every target. Make the shapes equal first: pred.squeeze(1), or target.unsqueeze(1).")
+        if not close(got, want, rtol=1e-4, atol=1e-6 * scale ** 2):
+            value, hint = got.item(), ""
+            said = f" (PyTorch warned: {warned[0].rstrip('.')})" if warned else ""
+            wide = _broadcast_op(ops.ops, n)
+            if wide:
+                said += f"; inside regression_loss, {wide}"
+                hint = (f"pred is ({n}, 1) and target is ({n},): they broadcast to ({n}, {n}) and every prediction is "
+                        "compared with every target. Make the shapes equal first: pred.squeeze(1), or "
+                        "target.unsqueeze(1).")
+            elif want.item() > 0 and math.isclose(value, math.sqrt(want.item()), rel_tol=1e-4):
+                said += ", the square root of the MSE (a root mean squared error)"
+                hint = "the exercise asks for the mean squared error itself, without the square root."
+            elif n > 1 and math.isclose(value, n * want.item(), rel_tol=1e-4):
+                said += f", {n} times the MSE: the sum over the batch, not the mean"
+                hint = "average over the batch: F.mse_loss's default reduction='mean'."
+            raise CheckFailed(f"the loss for a batch of {n}: expected {want.item():.6g} (the MSE), observed "
+                              f"{value:.6g}{said}." + (f"\nHint: {hint}" if hint else ""))
         expect(got.dtype == torch.float32, "the loss dtype", "torch.float32 (the model's dtype)", got.dtype,
                "the float64 target promotes the loss (and its backward) to float64: convert the target with "
                "target.to(pred.dtype) or .float().")
+        promoted = _float64_op(ops.ops)
+        expect(promoted is None, f"the dtypes inside regression_loss (batch of {n})",
+               "float32 throughout: no float64 in the loss or its backward",
+               f"float32 data computed in float64: {promoted}",
+               "convert the float64 target to pred's dtype (target.to(pred.dtype) or .float()) before any arithmetic "
+               "with pred; a float64 computation also runs its backward in float64.")
         expect(got.requires_grad, "the loss", "connected to pred (requires_grad)", "no gradient path")
         _call(got.backward, name="loss.backward")
         ref_leaf = leaf.detach().clone().requires_grad_()
         F.mse_loss((ref_leaf * 1.0).squeeze(1), target.float()).backward()
-        expect(leaf.grad is not None and close(leaf.grad, ref_leaf.grad, rtol=1e-4, atol=1e-6),
+        expect(leaf.grad is not None and close(leaf.grad, ref_leaf.grad, rtol=1e-4, atol=1e-6 * scale),
                "the gradient reaching pred", "that of the MSE", "a different gradient")
     return f"float32 MSE equal to PyTorch's, same gradient, for batches of {', '.join(map(str, batch_sizes))}"
+
+
+def _reference_mse(pred, target):
+    return F.mse_loss(pred.detach().reshape(-1), target.to(pred.dtype).reshape(-1))
