@@ -36,9 +36,11 @@ def test_simulated_oom_has_cuda_message_shape_and_says_simulated():
     err = memory.simulated_oom(2 * MB, 8 * MB, 7 * MB)
     assert isinstance(err, torch.OutOfMemoryError) and isinstance(err, RuntimeError)
     text = str(err)
-    for part in ("CUDA out of memory", "SIMULATED", "Tried to allocate 2.00 MiB", "total capacity of 8.00 MiB",
-                 "of which 1024.00 KiB is free", "7.00 MiB is allocated by PyTorch",
-                 "is reserved by PyTorch but unallocated"):
+    assert text.startswith("SIMULATED on the cpu (no GPU here")
+    for part in ("CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 8.00 MiB of which "
+                 "1024.00 KiB is free. Including non-PyTorch memory, this process has 7.00 MiB memory in use. "
+                 "Of the allocated memory 7.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but "
+                 "unallocated.",):  # CUDA's own wording (c10/cuda/CUDACachingAllocator.cpp), values filled in
         assert part in text, part
 
 
@@ -225,3 +227,112 @@ def test_cuda_branch_of_limit_restores_an_earlier_cap(fake_cuda):
         with memory.limit("cpu", 64 * 1024, say=False):
             _step(model, x, y)
     assert fake_cuda.fractions[-2] < 0.5 and fake_cuda.fraction == 0.5   # capped lower, then back to 0.5
+
+
+# ---- lesson 03's checks: accumulate_step, right and wrong
+
+from torch import nn  # noqa: E402
+
+from trainclinic.checks import CheckFailed  # noqa: E402
+from trainclinic.checks import out_of_memory as checks  # noqa: E402
+
+ALL_CHECKS = (checks.check_accumulated_grads, checks.check_one_step, checks.check_peak_memory)
+
+
+def accumulate(model, batch, loss_fn, optimizer, micro_batches, *, divide=True, zero="before", step="after",
+               loss=None, pieces=None, total_tensor=False, retain=False, full_forward=False, to_cpu=False):
+    """The reference accumulation step, with switches for the classic mistakes."""
+    x, y = batch
+    loss_fn = loss or loss_fn
+    if zero == "before":
+        optimizer.zero_grad()
+    reported = loss_fn(model(x), y).item() if full_forward else None
+    total = 0.0
+    n = pieces or micro_batches
+    for xb, yb in zip(x.chunk(n), y.chunk(n)):
+        if to_cpu:
+            xb, yb = xb.cpu(), yb.cpu()
+        if zero == "inside":
+            optimizer.zero_grad()
+        part = loss_fn(model(xb), yb) / (n if divide else 1)
+        part.backward(retain_graph=retain)
+        total = total + (part.detach() if total_tensor and not retain else part if retain else part.item())
+        if step == "inside":
+            optimizer.step()
+    if step == "after":
+        optimizer.step()
+    if reported is not None:
+        return reported
+    return total.item() if torch.is_tensor(total) and not total_tensor else total
+
+
+def test_out_of_memory_checks_pass_the_reference_on_a_sweep(capsys):
+    for seed in range(6):
+        for run in ALL_CHECKS:
+            run(accumulate, seed=seed)
+    out = capsys.readouterr()
+    assert out.out.count("✓") == 18 and out.err == ""
+    assert checks._cases(0)[0][:2] == (32, 4) and {c[1] for s in range(20) for c in checks._cases(s)} >= {1, 3, 5, 7, 8}
+
+
+def test_out_of_memory_checks_fail_the_blank():
+    def blank(*args):
+        raise NotImplementedError()
+
+    for run in ALL_CHECKS:
+        with pytest.raises(CheckFailed, match="not written yet"):
+            run(blank)
+
+
+@pytest.mark.parametrize("options,check,message", [
+    (dict(divide=False), "accumulated_grads", "4 times the full-batch gradients"),
+    (dict(zero="inside"), "accumulated_grads", "the last micro-batch only"),
+    (dict(zero="never"), "accumulated_grads", "plus the 0.5 that .grad held"),
+    (dict(step="inside"), "accumulated_grads", "the first micro-batch's gradients / 4 only"),
+    (dict(step="inside"), "one_step", "expected 1, observed 4"),
+    (dict(loss=nn.CrossEntropyLoss()), "accumulated_grads", "plain cross-entropy, not of the loss_fn passed in"),
+    (dict(pieces=4), "accumulated_grads", "of [4, 4, 4, 3] samples"),   # a hard-coded 4: uneven pieces show
+    (dict(total_tensor=True), "one_step", "observed a tensor of shape ()"),
+    (dict(full_forward=True), "peak_memory", "of [256, 64, 64, 64, 64] samples"),
+    (dict(retain=True), "peak_memory", "kept growing"),
+])
+def test_out_of_memory_checks_say_what_they_saw(options, check, message):
+    fn = lambda *args: accumulate(*args, **options)  # noqa: E731
+    with pytest.raises(CheckFailed) as info:
+        for seed in range(3):
+            getattr(checks, f"check_{check}")(fn, seed=seed)
+    assert message in str(info.value)
+
+
+def test_peak_memory_sees_all_forwards_before_backward():
+    def sum_then_backward(model, batch, loss_fn, optimizer, micro_batches):
+        optimizer.zero_grad()
+        total = sum(loss_fn(model(xb), yb) / micro_batches for xb, yb in zip(batch[0].chunk(micro_batches),
+                                                                            batch[1].chunk(micro_batches)))
+        total.backward()
+        optimizer.step()
+        return total.item()
+
+    with pytest.raises(CheckFailed, match="all 4 forwards ran before the first backward"):
+        checks.check_peak_memory(sum_then_backward)
+
+
+def test_accumulated_grads_probes_the_device_on_a_simulated_gpu():
+    if checks.pick_device().type != "cpu":
+        pytest.skip("a real GPU is here: the check runs on it instead of the simulation")
+    with pytest.raises(CheckFailed, match="simulated cuda:0") as info:
+        checks.check_accumulated_grads(lambda *args: accumulate(*args, to_cpu=True))
+    assert "device" in str(info.value)
+
+
+@pytest.mark.parametrize("grad_mode", ["enable_grad", "set_grad_enabled"])
+def test_accumulated_grads_survives_grad_mode_idioms(grad_mode, capsys):
+    """Correct code that turns autograd on itself must pass, on the simulated cuda:0 too (no crash, no skip needed)."""
+    def step(*args):
+        ctx = torch.enable_grad() if grad_mode == "enable_grad" else torch.set_grad_enabled(True)
+        with ctx:
+            return accumulate(*args)
+
+    for run in ALL_CHECKS:
+        run(step)
+    assert capsys.readouterr().out.count("✓") == 3

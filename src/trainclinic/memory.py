@@ -32,13 +32,14 @@ def fmt(n):
 
 
 def simulated_oom(tried, capacity, allocated, device="cpu"):
-    """A torch.OutOfMemoryError with CUDA's message shape, saying that it is simulated (nothing is raised)."""
+    """A torch.OutOfMemoryError worded like CUDA's caching allocator, saying first that it is simulated (not raised)."""
     free = max(capacity - allocated, 0)
     return OutOfMemoryError(
-        f"CUDA out of memory (SIMULATED on the {torch.device(device).type}: no GPU here, trainclinic's live-bytes "
-        f"budget plays a {fmt(capacity)} GPU). Tried to allocate {fmt(tried)}. Simulated GPU 0 has a total "
-        f"capacity of {fmt(capacity)} of which {fmt(free)} is free. Of the allocated memory {fmt(allocated)} is "
-        f"allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated (a simulation keeps no cache)."
+        f"SIMULATED on the {torch.device(device).type} (no GPU here: trainclinic's live-bytes budget plays a "
+        f"{fmt(capacity)} GPU, and keeps no cache): CUDA out of memory. Tried to allocate {fmt(tried)}. GPU 0 has a "
+        f"total capacity of {fmt(capacity)} of which {fmt(free)} is free. Including non-PyTorch memory, this process "
+        f"has {fmt(allocated)} memory in use. Of the allocated memory {fmt(allocated)} is allocated by PyTorch, and "
+        "0 bytes is reserved by PyTorch but unallocated."
     )
 
 

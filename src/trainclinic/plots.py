@@ -38,14 +38,15 @@ def _finite(values):
 
 def draw(history, title=""):
     """Render {'loss': [...], 'grad_norm': [...], other lists...} as PNG bytes, one panel each (log scales for
-    wide ranges; first non-finite step marked)."""
+    wide ranges; first non-finite step marked; history['limits'] = {panel: value} draws a limit line there)."""
     from matplotlib.figure import Figure
 
     def present(key):
         return any(v is not None for v in history.get(key) or [])
 
-    extra = [k for k, v in history.items() if k not in ("step", "loss", "grad_norm") and isinstance(v, list) and present(k)
-             and all(isinstance(x, (int, float)) or x is None for x in v)]
+    limits = history.get("limits") or {}
+    extra = [k for k, v in history.items() if k not in ("step", "loss", "grad_norm") and isinstance(v, list)
+             and (present(k) or k in limits) and all(isinstance(x, (int, float)) or x is None for x in v)]
     panels = [k for k in ("loss", "grad_norm") if present(k)] + extra
     fig = Figure(figsize=(4 * max(len(panels), 2), 3), dpi=80)
     for i, key in enumerate(panels or ["loss"]):
@@ -56,9 +57,14 @@ def draw(history, title=""):
         steps = steps if aligned else list(range(len(values)))  # e.g. one value per epoch
         ys = _finite(values)
         positive = [v for v in ys if v == v and v > 0]
-        ax.plot(steps, ys, lw=1.5, color={"loss": "tab:blue", "grad_norm": "tab:orange"}.get(key, "tab:green"))
+        ax.plot(steps, ys, lw=1.5, color={"loss": "tab:blue", "grad_norm": "tab:orange"}.get(key, "tab:green"),
+                marker="o" if len(ys) == 1 else None)  # a single point shows
         if positive and max(positive) / min(positive) > 50:
             ax.set_yscale("log")
+        limit = limits.get(key)  # e.g. {"peak_MiB": budget}: a red line on that panel
+        if limit is not None:
+            ax.axhline(limit, color="red", ls="--", lw=1)
+            ax.text(0.01, limit, f" limit {limit:.3g}", color="red", transform=ax.get_yaxis_transform(), va="bottom")
         bad = [s for s, v in zip(steps, values) if v is not None and not math.isfinite(v)]
         if bad:
             ax.axvline(bad[0], color="red", ls="--", lw=1)
@@ -81,6 +87,14 @@ def _show_png(png):
     from IPython.display import Image, display
 
     display(Image(data=png, format="png"))
+
+
+def _png_output(png):
+    """PNG bytes as one display_data output (nbformat dict), as an Output widget's `outputs` holds them."""
+    import base64
+
+    data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": "<loss and gradient-norm plot>"}
+    return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
 class LivePlot:
@@ -116,12 +130,11 @@ class LivePlot:
         return draw(self.history, self.title)
 
     def _redraw(self):
-        from IPython.display import clear_output
-
-        png = self.render()
-        with self._out:
-            clear_output(wait=True)
-            _show_png(png)
+        # Replace the widget's outputs from the kernel: one comm update per redraw, swapped in place (no flicker).
+        # Not `with self._out: clear_output(wait=True); display(...)`: that capture makes the front end send every
+        # image back to the kernel on the shell channel while the cell runs, and nbclient/jupyter_client (raw send
+        # on the socket it is awaiting the cell's reply on) can then miss that reply until the cell timeout.
+        self._out.outputs = (_png_output(self.render()),)
         self.draws += 1
 
     def show(self):

@@ -77,13 +77,252 @@ ALT_RANGE = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batch
     optimizer.zero_grad()      # tidy up afterwards: also fine
     return running'''
 
+MICRO_BATCHES_ON_CPU = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        xb, yb = xb.cpu(), yb.cpu()            # "to save GPU memory": the model stays on its device
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
 VARIANTS = {
     "no_divide": {"cells": {"accumulate_step": NO_DIVIDE}, "lost": {"check_accumulated_grads": "divide each micro-batch loss"}},
     "zero_grad_inside_loop": {"cells": {"accumulate_step": ZERO_GRAD_INSIDE},
                               "lost": {"check_accumulated_grads": "the last micro-batch only"}},
-    "step_inside_loop": {"cells": {"accumulate_step": STEP_INSIDE}, "lost": {"check_one_step": "optimizer.step() calls"}},
-    "sum_then_backward": {"cells": {"accumulate_step": SUM_THEN_BACKWARD}, "lost": {"check_peak_memory": "peak memory"}},
-    "ignores_micro_batches": {"cells": {"accumulate_step": FULL_BATCH}, "lost": {"check_peak_memory": "peak memory"}},
+    "step_inside_loop": {"cells": {"accumulate_step": STEP_INSIDE},  # the first step saw one micro-batch's gradients
+                         "lost": {"check_one_step": "optimizer.step() calls",
+                                  "check_accumulated_grads": "the first micro-batch's gradients / 4 only"}},
+    "sum_then_backward": {"cells": {"accumulate_step": SUM_THEN_BACKWARD},
+                          "lost": {"check_peak_memory": "all 4 forwards ran before the first backward"}},
+    "ignores_micro_batches": {"cells": {"accumulate_step": FULL_BATCH},
+                              "lost": {"check_peak_memory": "1 forward pass(es) with autograd on, of [256] samples"}},
+    "micro_batches_on_cpu": {"cells": {"accumulate_step": MICRO_BATCHES_ON_CPU},  # caught on a CPU by the simulated cuda:0
+                             "lost": {"check_accumulated_grads": "device"}},
     "written_differently": {"cells": {"accumulate_step": ALT_WEIGHTED}, "lost": {}},
     "written_differently_2": {"cells": {"accumulate_step": ALT_RANGE}, "lost": {}},
 }
+
+# ---- blind round 1 (written from the release notebook alone, checks unseen): the cases it found, and a few
+# of its correct fixes in other idioms
+
+BLIND_STEP_EVERY_MICRO_BATCH = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total'''
+
+VARIANTS["blind_step_every_micro_batch"] = {"cells": {'accumulate_step': BLIND_STEP_EVERY_MICRO_BATCH}, "lost": {'check_one_step': 'optimizer.step() calls', 'check_accumulated_grads': "not yet the whole batch's"}}
+
+BLIND_HARDCODED_FOUR_PIECES = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches=4):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(x.chunk(4), y.chunk(4)):
+        loss = loss_fn(model(xb), yb) / 4
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind_hardcoded_four_pieces"] = {"cells": {'accumulate_step': BLIND_HARDCODED_FOUR_PIECES}, "lost": {'check_accumulated_grads': 'of [4, 4, 4, 3] samples', 'check_one_step': 'the returned loss', 'check_peak_memory': 'micro_batches=8'}}
+
+BLIND_HARDCODED_CROSS_ENTROPY = '''import torch.nn.functional as F
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        loss = F.cross_entropy(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind_hardcoded_cross_entropy"] = {"cells": {'accumulate_step': BLIND_HARDCODED_CROSS_ENTROPY}, "lost": {'check_accumulated_grads': 'not of the loss_fn passed in', 'check_one_step': 'the returned loss'}}
+
+BLIND_RETAIN_GRAPH_TENSOR_TOTAL = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    optimizer.zero_grad()
+    total_loss = 0
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward(retain_graph=True)   # copied from a StackOverflow answer about "backward through the graph a second time"
+        total_loss += loss
+    optimizer.step()
+    return total_loss.item()'''
+
+VARIANTS["blind_retain_graph_tensor_total"] = {"cells": {'accumulate_step': BLIND_RETAIN_GRAPH_TENSOR_TOTAL}, "lost": {'check_peak_memory': 'kept growing'}}
+
+BLIND_FULL_BATCH_LOSS_FOR_REPORT = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    mean_loss = loss_fn(model(x), y).item()   # the full batch's mean loss, to return
+    optimizer.zero_grad()
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        (loss_fn(model(xb), yb) / micro_batches).backward()
+    optimizer.step()
+    return mean_loss'''
+
+VARIANTS["blind_full_batch_loss_for_report"] = {"cells": {'accumulate_step': BLIND_FULL_BATCH_LOSS_FOR_REPORT}, "lost": {'check_peak_memory': 'of [256, 64, 64, 64, 64] samples'}}
+
+BLIND_NO_ZERO_GRAD = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    total = 0.0
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind_no_zero_grad"] = {"cells": {'accumulate_step': BLIND_NO_ZERO_GRAD}, "lost": {'check_accumulated_grads': 'plus the 0.5 that .grad held'}}
+
+BLIND_RETURNS_UNSCALED_SUM = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb)
+        (loss / micro_batches).backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind_returns_unscaled_sum"] = {"cells": {'accumulate_step': BLIND_RETURNS_UNSCALED_SUM}, "lost": {'check_one_step': '4 times the mean'}}
+
+BLIND_RETURNS_TENSOR = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total = total + loss.detach()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind_returns_tensor"] = {"cells": {'accumulate_step': BLIND_RETURNS_TENSOR}, "lost": {'check_one_step': 'observed a tensor'}}
+
+BLIND_SPLIT_SIZE_CONFUSION = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(x.split(micro_batches), y.split(micro_batches)):   # split(n) gives pieces OF SIZE n
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind_split_size_confusion"] = {"cells": {'accumulate_step': BLIND_SPLIT_SIZE_CONFUSION}, "lost": {'check_accumulated_grads': '8 forward pass(es) with autograd on', 'check_one_step': 'the returned loss'}}
+
+BLIND_SPLIT_FLOAT_SUM = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    piece = inputs.shape[0] // micro_batches            # the batch size is a multiple of micro_batches
+    model.zero_grad()                                   # same parameters as the optimizer's
+    mean_loss = 0.0
+    for xb, yb in zip(torch.split(inputs, piece), torch.split(targets, piece)):
+        scaled = loss_fn(model(xb), yb) / micro_batches
+        scaled.backward()
+        mean_loss += float(scaled)
+    optimizer.step()
+    return mean_loss'''
+
+VARIANTS["blind_split_float_sum"] = {"cells": {'accumulate_step': BLIND_SPLIT_FLOAT_SUM}, "lost": {}}
+
+BLIND_TUTORIAL_STEP_IN_LOOP_LAST = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    torch.manual_seed(0)  # reproducibility
+    accumulation_steps = micro_batches
+    inputs, labels = batch
+    running_loss = 0.0
+    optimizer.zero_grad()
+    for i, (mini_inputs, mini_labels) in enumerate(zip(inputs.chunk(accumulation_steps), labels.chunk(accumulation_steps))):
+        outputs = model(mini_inputs)
+        loss = loss_fn(outputs, mini_labels)
+        loss = loss / accumulation_steps  # normalize our loss (if averaged)
+        loss.backward()
+        running_loss += loss.item()
+        if (i + 1) % accumulation_steps == 0:
+            optimizer.step()
+    return running_loss'''
+
+VARIANTS["blind_tutorial_step_in_loop_last"] = {"cells": {'accumulate_step': BLIND_TUTORIAL_STEP_IN_LOOP_LAST}, "lost": {}}
+
+BLIND_WEIGHTED_TENSOR_SPLIT_ENABLE_GRAD = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    optimizer.zero_grad(set_to_none=True)
+    weighted = []
+    with torch.enable_grad():
+        for xb, yb in zip(torch.tensor_split(inputs, micro_batches), torch.tensor_split(targets, micro_batches)):
+            weight = xb.shape[0] / inputs.shape[0]
+            loss = loss_fn(model(xb), yb)
+            (loss * weight).backward()
+            weighted.append(loss.item() * weight)
+    optimizer.step()
+    return sum(weighted)'''
+
+VARIANTS["blind_weighted_tensor_split_enable_grad"] = {"cells": {'accumulate_step': BLIND_WEIGHTED_TENSOR_SPLIT_ENABLE_GRAD}, "lost": {}}
+
+BLIND_DETACHED_TENSOR_TOTAL_NO_GRAD = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    pieces = zip(*(t.chunk(micro_batches) for t in batch))
+    optimizer.zero_grad()
+    total = None
+    for xb, yb in pieces:
+        loss = loss_fn(model(xb), yb).div(micro_batches)
+        torch.autograd.backward(loss)
+        with torch.no_grad():
+            total = loss.detach() if total is None else total + loss.detach()
+    optimizer.step()
+    return total.item()'''
+
+VARIANTS["blind_detached_tensor_total_no_grad"] = {"cells": {'accumulate_step': BLIND_DETACHED_TENSOR_TOTAL_NO_GRAD}, "lost": {}}
+
+BLIND_SET_GRAD_ENABLED_LIST_LOSSES = '''import math
+import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    for group in optimizer.param_groups:          # zero once: drop the old gradients
+        for p in group["params"]:
+            p.grad = None
+    xs, ys = batch[0].chunk(micro_batches), batch[1].chunk(micro_batches)
+    losses = []
+    with torch.set_grad_enabled(True):
+        for k in range(len(xs)):
+            part = loss_fn(model(xs[k]), ys[k]) / micro_batches
+            part.backward()
+            losses.append(part.item())
+    optimizer.step()
+    return math.fsum(losses)'''
+
+VARIANTS["blind_set_grad_enabled_list_losses"] = {"cells": {'accumulate_step': BLIND_SET_GRAD_ENABLED_LIST_LOSSES}, "lost": {}}

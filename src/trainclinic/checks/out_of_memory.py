@@ -2,18 +2,23 @@
 
 accumulate_step(model, batch, loss_fn, optimizer, micro_batches) must take ONE optimizer step whose gradients
 equal the full batch's, while holding only one micro-batch's activations at a time. The gradients are read at
-the moment optimizer.step() runs (a recording SGD); the peak memory is measured with the live-bytes tracker on
-the CPU, deterministic on every machine, against a budget that the full batch breaks.
+the moment optimizer.step() runs (a recording SGD); the forward passes are watched (how many, how many samples
+each); the peak memory is measured with the live-bytes tracker on the CPU, deterministic on every machine,
+against a budget that the full batch breaks. The seed drives a sweep: micro-batch counts (1 to 8, including
+counts that do not divide by 4), piece sizes down to one sample, widths, float32 and float64, and a loss_fn
+other than plain cross-entropy (label smoothing), so that a hard-coded count or loss shows.
 """
 import copy
+import random
+import re
 
 import torch
 from torch import nn
 
 from .. import data, models
-from ..device import pick_device
+from ..device import SimulatedCuda, pick_device
 from ..memory import LiveBytes, fmt
-from . import CheckFailed, call, check, close, expect
+from . import CheckFailed, call, check, close, expect, quiet
 
 __all__ = ["check_accumulated_grads", "check_one_step", "check_peak_memory", "RecordingSGD"]
 
@@ -42,18 +47,47 @@ def _devices():
     return [present] if present.type == "cpu" else [present, torch.device("cpu")]
 
 
-def _setup(seed, batch_size, device, inputs=8, hidden=32, classes=3, depth=2):
-    model = models.mlp(inputs=inputs, hidden=hidden, outputs=classes, depth=depth, seed=seed).to(device)
+def _loss_fns(smoothing):
+    """(loss_fn, its name) for a case: plain cross-entropy, or with label smoothing (not F.cross_entropy's default)."""
+    if smoothing:
+        return nn.CrossEntropyLoss(label_smoothing=smoothing), f"nn.CrossEntropyLoss(label_smoothing={smoothing})"
+    return nn.CrossEntropyLoss(), "nn.CrossEntropyLoss()"
+
+
+def _cases(seed, count=2):
+    """The sweep for a seed: (batch_size, micro_batches, dtype, smoothing, inputs, hidden, classes) per case.
+
+    Seed 0's first case is the lesson's (32 in 4 pieces); every seed has a case whose micro-batch count is not
+    a divisor of 4 and whose batch is not a multiple of 4 (a hard-coded 4 then splits unevenly), one with label
+    smoothing, and the hidden seeds reach one micro-batch, pieces of one sample, and float64.
+    """
+    rng = random.Random(1009 * seed + 17)
+    cases = []
+    for i in range(count):
+        if i == 0:
+            mb, piece = (4, 8) if seed == 0 else (rng.choice([1, 2, 4, 6, 8]), rng.randint(1, 8))
+        else:
+            mb, piece = rng.choice([3, 5, 7]), rng.choice([1, 3, 5])
+        dtype = torch.float64 if (seed + i) % 3 == 2 else torch.float32
+        smoothing = 0.0 if i == 0 else rng.choice([0.1, 0.2])
+        cases.append((mb * piece, mb, dtype, smoothing, rng.choice([4, 8, 12]), rng.choice([16, 24, 32]),
+                      rng.choice([2, 3, 5])))
+    return cases
+
+
+def _setup(seed, batch_size, device, inputs=8, hidden=32, classes=3, depth=2, dtype=torch.float32):
+    model = models.mlp(inputs=inputs, hidden=hidden, outputs=classes, depth=depth, seed=seed).to(device, dtype)
     x, y = data.blobs(n=batch_size, features=inputs, classes=classes, seed=seed + 1).tensors
-    return model, (x.to(device), y.to(device))
+    return model, (x.to(device, dtype), y.to(device))
 
 
-def _grads(model, x, y):
-    """Gradients (and loss) of the mean cross-entropy on (x, y), computed on a copy of `model`."""
+def _grads(model, x, y, loss_fn):
+    """Gradients (and loss) of loss_fn on (x, y), computed on a copy of `model`."""
     ref = copy.deepcopy(model)
     ref.zero_grad(set_to_none=True)
-    loss = nn.CrossEntropyLoss()(ref(x), y)
-    loss.backward()
+    with torch.enable_grad():
+        loss = loss_fn(ref(x), y)
+        loss.backward()
     return [p.grad.detach().clone() for p in ref.parameters()], loss.item()
 
 
@@ -70,83 +104,221 @@ def _matches(got, want):
     return all(close(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, want))
 
 
-def _diagnose(got, want, model, batch, micro_batches):
-    """A hint naming the classic mistake the observed gradients match, or a general one."""
-    g, w = _flat(got), _flat(want)
-    ratio = float(g @ w / (w @ w))
-    if _matches(got, [t * micro_batches for t in want]):
-        return (f"they are {ratio:.2f} times the full-batch gradients",
-                f"divide each micro-batch loss by micro_batches ({micro_batches}) before backward(): the loss is a "
-                "mean over its micro-batch, and backward() adds the gradients of every micro-batch.")
+def _scaled(grads, factor):
+    return [g * factor for g in grads]
+
+
+def _watch(model):
+    """Record every forward call of `model`: (autograd on?, number of samples). Returns (calls, hook handle)."""
+    calls = []
+
+    def pre(module, args):
+        first = args[0] if args else None
+        calls.append((torch.is_grad_enabled(), first.shape[0] if torch.is_tensor(first) and first.dim() else None))
+
+    return calls, model.register_forward_pre_hook(pre)
+
+
+def _pieces(batch_size, micro_batches):
+    return [len(c) for c in torch.empty(batch_size).chunk(micro_batches)]
+
+
+def _forwards_text(calls):
+    sizes = [n for grad, n in calls if grad]
+    return f"{len(sizes)} forward pass(es) with autograd on, of {sizes} samples" if sizes else "no forward pass with autograd on"
+
+
+def _explain(got, want, model, batch, loss_fn, plain, micro_batches, step, steps):
+    """(what the gradients at a step are, hint): a hint only when they match a known mistake exactly."""
     x, y = batch
-    last, _ = _grads(model, x.chunk(micro_batches)[-1], y.chunk(micro_batches)[-1])
-    if _matches(got, last) or _matches(got, [t / micro_batches for t in last]):
-        return ("they are the gradients of the last micro-batch only",
-                "call optimizer.zero_grad() once, before the loop over micro-batches: zero_grad() inside the loop "
-                "throws away what the earlier micro-batches accumulated.")
-    stale = [torch.full_like(t, 0.5) for t in want]
-    if _matches(got, [a + b for a, b in zip(want, stale)]):
-        return ("they still contain the previous step's gradients",
-                "call optimizer.zero_grad() once, before the loop: backward() adds to whatever .grad held.")
+    parts = [_grads(model, xb, yb, loss_fn)[0] for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches))]
+    m = micro_batches
+    known = [
+        (_scaled(want, m), f"{m} times the full-batch gradients",
+         f"divide each micro-batch loss by micro_batches ({m}) before backward(): the loss is a mean over its "
+         "micro-batch, and backward() adds the gradients of every micro-batch."),
+        (_scaled(parts[-1], 1 / m), f"the gradients of the last micro-batch only (divided by {m})",
+         "call optimizer.zero_grad() once, before the loop over micro-batches: zero_grad() inside the loop throws "
+         "away what the earlier micro-batches accumulated."),
+        (parts[-1], "the gradients of the last micro-batch only", "call optimizer.zero_grad() once, before the loop: "
+         "zero_grad() inside the loop throws away what the earlier micro-batches accumulated."),
+        ([w + 0.5 for w in want], "the full-batch gradients plus the 0.5 that .grad held before the call",
+         "call optimizer.zero_grad() once, before the loop: backward() adds to whatever .grad held."),
+    ]
+    if steps > 1:
+        partial = [sum(gs) / m for gs in zip(*parts[:step])]
+        first = "the first micro-batch's gradients" if step == 1 else f"the first {step} micro-batches' gradients"
+        known.append((partial, f"{first} / {m} only, not yet the whole batch's",
+                      "call optimizer.step() once, after the loop: a step inside the loop uses partial gradients."))
+    if plain is not None:
+        known.append((plain, "the gradients of plain cross-entropy, not of the loss_fn passed in",
+                      "compute each micro-batch's loss with the loss_fn argument: the caller chooses the loss."))
+    for candidate, what, hint in known:
+        if _matches(got, candidate):
+            return f"they are {what}", hint
+    g, w = _flat(got), _flat(want)
     diff = max((a - b).abs().max().item() for a, b in zip(got, want))
-    return (f"a max difference of {diff:.3g} (ratio {ratio:.3g})",
-            "zero_grad() once before the loop, backward() on each micro-batch's loss / micro_batches, step() once after.")
+    return f"a max difference of {diff:.3g} from them (ratio {float(g @ w / (w @ w)):.3g})", ""
+
+
+_DEVICE_ERROR = re.compile(r"same device|two different devices|at least two devices|device propagation", re.I)
+
+
+def _device_probe(accumulate_step, seed):
+    """Run accumulate_step with model and batch on a simulated cuda:0 when no GPU is here: a tensor made or moved
+    to the CPU inside it raises PyTorch's device error. Returns a label for the success line."""
+    if pick_device().type in ("cuda", "mps"):
+        return ""  # the present-device run already used a real GPU
+    model, (x, y) = _setup(seed, 12, torch.device("cpu"))
+    try:
+        with SimulatedCuda(say=False) as sim:
+            fake = sim.model(model)
+            batch = (sim.tensor(x), sim.tensor(y))
+            opt = torch.optim.SGD(fake.parameters(), lr=0.1)
+            try:
+                with quiet():
+                    accumulate_step(fake, batch, nn.CrossEntropyLoss(), opt, 3)
+            except Exception as exc:  # only a device error is a verdict; the rest is what a simulation cannot follow
+                if not _DEVICE_ERROR.search(str(exc)):
+                    return f" (the simulated cuda:0 could not follow this code, so its device check was skipped: " \
+                           f"{type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''})"
+                raise CheckFailed(
+                    "accumulate_step with the model and the batch on a simulated cuda:0 (no GPU here: PyTorch's "
+                    "FakeTensorMode): expected every tensor to stay on the batch's device, observed PyTorch's device "
+                    f"error {type(exc).__name__}: {str(exc).splitlines()[0][:300]}\nHint: keep the micro-batches "
+                    "on the device the batch is on, and create new tensors there (device=inputs.device).") from None
+    except CheckFailed:
+        raise
+    except Exception as exc:  # the simulation itself could not start here
+        return f" (no simulated cuda:0 here, device check skipped: {type(exc).__name__})"
+    return " and on a simulated cuda:0 (device check)"
+
+
+def _nth(k):
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(k, f"{k}th")
 
 
 @check("accumulated_grads")
-def check_accumulated_grads(accumulate_step, seed=0, batch_size=32, micro_batches=4):
-    """The gradients at optimizer.step() equal the full batch's (allclose), on the present device and the CPU."""
+def check_accumulated_grads(accumulate_step, seed=0):
+    """The gradients at optimizer.step() equal the full batch's (allclose) for the loss_fn passed in, on the present
+    device and the CPU, for several micro-batch counts; and a simulated cuda:0 raises no device error."""
+    seen = []
     for device in _devices():
-        model, batch = _setup(seed, batch_size, device)
-        want, _ = _grads(model, *batch)
-        _stale(model)
-        opt = RecordingSGD(model.parameters(), lr=0.0)  # lr 0: the parameters stay where the reference was taken
-        call(accumulate_step, model, batch, nn.CrossEntropyLoss(), opt, micro_batches, name="accumulate_step",
-             where=f"on {device}")
-        expect(opt.steps > 0, "optimizer.step() calls", "one, after the loop", "none",
-               "call optimizer.step() once, after every micro-batch has been backpropagated.")
-        got = opt.grads[-1]
-        missing = [name for (name, _), g in zip(model.named_parameters(), got) if g is None]
-        expect(not missing, "gradients at optimizer.step()", "one for every parameter", f"none for {missing}",
-               "call backward() on each micro-batch's loss before optimizer.step().")
-        if not _matches(got, want):
-            observed, hint = _diagnose(got, want, model, batch, micro_batches)
-            raise CheckFailed(
-                f"the gradients at optimizer.step() on {device} (batch {batch_size}, {micro_batches} micro-batches): "
-                f"expected the full-batch gradients, observed {observed}.\nHint: {hint}")
-    return (f"gradients accumulated over {micro_batches} micro-batches equal the full batch's on "
-            f"{', '.join(map(str, _devices()))}")
+        for k, (batch_size, m, dtype, smoothing, inputs, hidden, classes) in enumerate(_cases(seed)):
+            model, batch = _setup(seed + k, batch_size, device, inputs, hidden, classes, dtype=dtype)
+            loss_fn, loss_name = _loss_fns(smoothing)
+            want, _ = _grads(model, *batch, loss_fn)
+            plain = _grads(model, *batch, nn.CrossEntropyLoss())[0] if smoothing else None
+            _stale(model)
+            opt = RecordingSGD(model.parameters(), lr=0.0)  # lr 0: the parameters stay where the reference was taken
+            calls, hook = _watch(model)
+            where = f"on {device}, batch {batch_size} ({str(dtype).removeprefix('torch.')}), micro_batches={m}"
+            try:
+                call(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step", where=where)
+            finally:
+                hook.remove()
+            expect(opt.steps > 0, f"optimizer.step() calls ({where})", "one, after the loop", "none",
+                   "call optimizer.step() once, after every micro-batch has been backpropagated.")
+            pieces = _pieces(batch_size, m)
+            sizes = [n for grad, n in calls if grad]
+            forwards = "" if sorted(sizes) == sorted(pieces) else (
+                f"; accumulate_step ran {_forwards_text(calls)}, where micro_batches={m} means {m} piece(s) of "
+                f"{pieces[0]}")
+            for step, got in enumerate(opt.grads, 1):
+                missing = [name for (name, _), g in zip(model.named_parameters(), got) if g is None]
+                expect(not missing, f"gradients at optimizer.step() ({where})", "one for every parameter",
+                       f"none for {missing}", "call backward() on each micro-batch's loss before optimizer.step().")
+                if not _matches(got, want):
+                    observed, hint = _explain(got, want, model, batch, loss_fn, plain, m, step, opt.steps)
+                    at = "optimizer.step()" if opt.steps == 1 else f"the {_nth(step)} of {opt.steps} optimizer.step() calls"
+                    raise CheckFailed(
+                        f"the gradients at {at} ({where}, loss_fn {loss_name}): expected the full batch's gradients "
+                        f"for that loss_fn, observed {observed}{forwards}." + (f"\nHint: {hint}" if hint else
+                        "\nExpected: zero_grad() once before the loop, backward() on each micro-batch's loss / "
+                        "micro_batches, step() once after it."))
+            seen.append(f"{batch_size}/{m}")
+    probe = _device_probe(accumulate_step, seed)
+    return (f"gradients accumulated over micro-batches (batch/micro_batches {', '.join(dict.fromkeys(seen))}) equal "
+            f"the full batch's on {', '.join(map(str, _devices()))}{probe}")
 
 
 @check("one_step")
-def check_one_step(accumulate_step, seed=0, batch_size=32, micro_batches=4):
-    """One optimizer step per effective batch, and the full batch's mean loss returned as a float."""
+def check_one_step(accumulate_step, seed=0):
+    """One optimizer step per effective batch, and the full batch's mean loss returned as a Python float."""
     device = pick_device()
-    model, _ = _setup(seed, batch_size, device)
+    batch_size, m, dtype, smoothing, inputs, hidden, classes = _cases(seed)[1 if seed % 2 else 0]
+    if seed:
+        smoothing = 0.1
+    model, _ = _setup(seed, batch_size, device, inputs, hidden, classes, dtype=dtype)
+    loss_fn, loss_name = _loss_fns(smoothing)
     opt = RecordingSGD(model.parameters(), lr=0.1, record=False)
     for k in range(2):
-        _, batch = _setup(seed + 10 * (k + 1), batch_size, device)
-        _, want = _grads(model, *batch)
-        got = call(accumulate_step, model, batch, nn.CrossEntropyLoss(), opt, micro_batches, name="accumulate_step")
-        expect(opt.steps == k + 1, f"optimizer.step() calls after {k + 1} effective batch(es) of {micro_batches} "
+        _, batch = _setup(seed + 10 * (k + 1), batch_size, device, inputs, hidden, classes, dtype=dtype)
+        _, want = _grads(model, *batch, loss_fn)
+        got = call(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step")
+        expect(opt.steps == k + 1, f"optimizer.step() calls after {k + 1} effective batch(es) of {m} "
                "micro-batches", k + 1, opt.steps,
                "step once per effective batch, after the loop: a step inside the loop is plain small-batch training "
-               "(more, noisier steps), not accumulation.")
+               "(more, noisier steps), not accumulation." if opt.steps > k + 1 else "")
+        if torch.is_tensor(got):
+            held = " that still holds its autograd graph (and the memory the graph keeps alive)" if got.requires_grad else ""
+            expect(False, "accumulate_step's return value", "the loss as a Python float",
+                   f"a tensor of shape {tuple(got.shape)}{held}", "return a float: add each micro-batch's loss.item().")
         expect(isinstance(got, float), "accumulate_step's return value", "the loss as a Python float",
-               type(got).__name__, "add loss.item() of each micro-batch: keeping tensors keeps their graphs alive.")
-        expect(abs(got - want) <= 1e-4 * max(1.0, abs(want)), "the returned loss",
-               f"the full batch's mean loss {want:.5f}", f"{got:.5f}",
-               "return the sum of the scaled micro-batch losses (each loss.item() / micro_batches).")
-    return f"one optimizer.step() per effective batch of {micro_batches} micro-batches; the full-batch loss returned"
+               type(got).__name__)
+        ratio = got / want if want else float("nan")
+        hint = ""
+        if abs(ratio - m) < 1e-3 * m and m > 1:
+            hint = (f"it is {m} times the mean: the sum of the unscaled micro-batch losses. Add the scaled ones "
+                    f"(loss / micro_batches) instead.")
+        expect(abs(got - want) <= 1e-4 * max(1.0, abs(want)), f"the returned loss (batch {batch_size}, "
+               f"micro_batches={m}, loss_fn {loss_name})", f"the full batch's mean loss {want:.5f}", f"{got:.5f}", hint)
+    return f"one optimizer.step() per effective batch of {m} micro-batches; the full-batch loss returned as a float"
 
 
 def _peak(fn, model, batch, micro_batches):
-    """Peak live bytes of one accumulation step (CPU tracker), and the recording optimizer."""
+    """Peak live bytes of one accumulation step (CPU tracker), the recording optimizer, the forward calls, and the
+    order of events: ("forward", bytes held when it began) and ("backward", None) as the first layer's gradient
+    is computed."""
     opt = RecordingSGD(model.parameters(), lr=0.1, record=False)
     _stale(model)
-    with LiveBytes() as live:
-        fn(model, batch, nn.CrossEntropyLoss(), opt, micro_batches)
-    return live.peak, opt
+    calls, events = [], []
+    live = LiveBytes()
+
+    def pre(module, args):
+        first = args[0] if args else None
+        calls.append((torch.is_grad_enabled(), first.shape[0] if torch.is_tensor(first) and first.dim() else None))
+        if torch.is_grad_enabled():
+            events.append(("forward", live.allocated))
+
+    first = next(model.parameters())
+    handles = [model.register_forward_pre_hook(pre), first.register_hook(lambda g: events.append(("backward", None)))]
+    try:
+        with live:
+            fn(model, batch, nn.CrossEntropyLoss(), opt, micro_batches)
+    finally:
+        for h in handles:
+            h.remove()
+    return live.peak, opt, calls, events
+
+
+def _memory_story(events):
+    """What the event order shows about why memory piled up, and the matching hint; ('', '') when it shows nothing."""
+    kinds = [k for k, _ in events]
+    forwards = kinds.count("forward")
+    if forwards > 1 and "backward" in kinds and kinds.index("backward") > max(i for i, k in enumerate(kinds) if k == "forward"):
+        return (f"; all {forwards} forwards ran before the first backward, so every micro-batch's activations were "
+                "alive at once",
+                "call backward() on each micro-batch's loss before the next forward: its backward frees that "
+                "micro-batch's activations (summing the losses and calling backward() once keeps them all).")
+    held = [b for k, b in events if k == "forward"]
+    if forwards > 2 and all(b2 > b1 for b1, b2 in zip(held[1:], held[2:])) and held[-1] > held[1]:
+        return (f"; backward ran after each forward, yet the memory held when each forward began kept growing "
+                f"({', '.join(fmt(b) for b in held)}): what each micro-batch left alive piled up",
+                "backward() frees a graph's saved activations unless it is told to keep them "
+                "(backward(retain_graph=True)) or something still holds the graph (a running total that is a tensor: "
+                "add loss.item()).")
+    return "", ""
 
 
 def _reference(model, batch, loss_fn, optimizer, micro_batches):
@@ -161,25 +333,43 @@ def _reference(model, batch, loss_fn, optimizer, micro_batches):
     return total
 
 
+def _peak_case(seed):
+    """(micro_batches, batch_size, hidden, depth) for a seed: batches of 16 samples per unit of width or more, so
+    activations dominate the peak and the full batch's peak is well above one micro-batch's."""
+    if seed == 0:
+        return 4, 256, 64, 6
+    rng = random.Random(7 * seed + 3)
+    m, hidden = rng.choice([2, 3, 4, 6, 8]), rng.choice([32, 48, 64])
+    piece = max(rng.choice([32, 48, 64]), -(-16 * hidden // m))
+    return m, m * piece, hidden, rng.choice([3, 4, 5, 6])
+
+
 @check("peak_memory")
-def check_peak_memory(accumulate_step, seed=0, batch_size=256, micro_batches=4):
-    """The measured peak of one accumulation step stays under a budget that the full batch breaks."""
+def check_peak_memory(accumulate_step, seed=0):
+    """Each forward with autograd on sees one micro-batch, and the measured peak of one accumulation step stays
+    under a budget that the full batch breaks."""
+    m, batch_size, hidden, depth = _peak_case(seed)
     cpu = torch.device("cpu")
-    model, batch = _setup(seed, batch_size, cpu, inputs=16, hidden=64, classes=4, depth=6)
-    full, _ = _peak(_reference, copy.deepcopy(model), batch, 1)
-    ref, _ = _peak(_reference, copy.deepcopy(model), batch, micro_batches)
+    model, batch = _setup(seed, batch_size, cpu, inputs=16, hidden=hidden, classes=4, depth=depth)
+    full = _peak(_reference, copy.deepcopy(model), batch, 1)[0]
+    ref = _peak(_reference, copy.deepcopy(model), batch, m)[0]
     budget = (full + ref) // 2
     assert full > budget > ref, "the check's own budget is inconsistent"
     learner = copy.deepcopy(model)
-    peak, opt = call(_peak, accumulate_step, learner, batch, micro_batches, name="accumulate_step")
+    peak, opt, calls, events = call(_peak, accumulate_step, learner, batch, m, name="accumulate_step")
     expect(opt.steps > 0 and all(opt.complete), "the accumulation step", "gradients for every parameter, then "
            "optimizer.step()", f"{opt.steps} step(s), gradients {'complete' if all(opt.complete) else 'missing'}",
            "backward() each micro-batch, then optimizer.step().")
-    expect(peak < budget, f"the peak memory of one step with {micro_batches} micro-batches (batch {batch_size})",
+    piece = -(-batch_size // m)
+    big = [n for grad, n in calls if grad and n is not None and n > piece]
+    expect(not big, f"the forward passes of one step with micro_batches={m} (batch {batch_size})",
+           f"each forward with autograd on given one micro-batch, at most {piece} samples",
+           f"{_forwards_text(calls)} (a forward with autograd on saves activations for every sample it is given)",
+           "run the model on one micro-batch at a time, micro_batches pieces (tensor.chunk(micro_batches)); compute "
+           "the returned loss from those pieces' losses, not from an extra forward of the whole batch.")
+    story, hint = _memory_story(events)
+    expect(peak < budget, f"the peak memory of one step with {m} micro-batches (batch {batch_size})",
            f"under {fmt(budget)}, a budget the full batch breaks (full batch: {fmt(full)}; "
-           f"one micro-batch at a time: {fmt(ref)})", fmt(peak),
-           "run forward AND backward on one micro-batch before the next forward: its backward frees its activations. "
-           "Summing the micro-batch losses and calling backward() once keeps every micro-batch's graph alive, "
-           "as much memory as the full batch.")
-    return (f"peak {fmt(peak)} under a budget of {fmt(budget)} that the full batch ({fmt(full)}) breaks "
-            "(live tensor bytes, measured on the CPU)")
+           f"one micro-batch at a time: {fmt(ref)})", f"{fmt(peak)}{story}", hint)
+    return (f"{m} forwards of one micro-batch each; peak {fmt(peak)} under a budget of {fmt(budget)} that the full "
+            f"batch ({fmt(full)}) breaks (live tensor bytes, measured on the CPU)")
