@@ -11,12 +11,18 @@ from trainclinic.checks import CheckFailed
 from trainclinic.checks import missing_eval as checks
 
 
+def _moved(model, loader):
+    """The loader's batches on the model's device (the checks also run on a simulated cuda:0 with CPU batches)."""
+    device = next(model.parameters()).device
+    return [(x.to(device), y.to(device)) for x, y in loader]
+
+
 def evaluate(model, loader):
     was = model.training
     model.eval()
     correct = total = 0
     with torch.no_grad():
-        for x, y in loader:
+        for x, y in _moved(model, loader):
             correct += (model(x).argmax(1) == y).sum().item()
             total += len(y)
     model.train(was)
@@ -97,7 +103,7 @@ def test_batch_of_one_raises_pytorchs_error_in_training_mode():
 
 def test_reference_passes_every_check(capsys):
     checks.check_evaluate_eval(evaluate)
-    checks.check_evaluate_eval(evaluate, seed=3, n=33)  # last batch of one
+    checks.check_evaluate_eval(evaluate, n=33, batch_size=16)  # last batch of one
     checks.check_evaluate_no_grad(evaluate)
     checks.check_evaluate_restores(evaluate)
     checks.check_train_epoch(train_epoch)
@@ -110,7 +116,7 @@ def inference_mode_evaluate(model, loader):
     model.eval()
     try:
         with torch.inference_mode():
-            hits = sum((model(x).argmax(-1) == y).sum() for x, y in loader)
+            hits = sum((model(x).argmax(-1) == y).sum() for x, y in _moved(model, loader))
             return hits.item() / len(loader.dataset)
     finally:
         model.train(was)
@@ -125,7 +131,7 @@ def test_inference_mode_passes():
 def copy_evaluate(model, loader):
     frozen = copy.deepcopy(model).eval()  # evaluates a copy: the model itself never changes mode
     with torch.no_grad():
-        return sum((frozen(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+        return sum((frozen(x).argmax(1) == y).sum().item() for x, y in _moved(frozen, loader)) / len(loader.dataset)
 
 
 def test_evaluating_a_deep_copy_passes():
@@ -137,13 +143,13 @@ def test_evaluating_a_deep_copy_passes():
 
 def no_eval(model, loader):
     with torch.no_grad():
-        return sum((model(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in _moved(model, loader)) / len(loader.dataset)
 
 
 def no_grad_missing(model, loader):
     was = model.training
     model.eval()
-    acc = sum((model(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+    acc = sum((model(x).argmax(1) == y).sum().item() for x, y in _moved(model, loader)) / len(loader.dataset)
     model.train(was)
     return acc
 
@@ -151,7 +157,7 @@ def no_grad_missing(model, loader):
 def never_restored(model, loader):
     model.eval()
     with torch.no_grad():
-        return sum((model(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in _moved(model, loader)) / len(loader.dataset)
 
 
 def always_train(model, loader):
@@ -164,14 +170,14 @@ def mean_of_batches(model, loader):
     was = model.training
     model.eval()
     with torch.no_grad():
-        accs = [(model(x).argmax(1) == y).float().mean().item() for x, y in loader]
+        accs = [(model(x).argmax(1) == y).float().mean().item() for x, y in _moved(model, loader)]
     model.train(was)
     return sum(accs) / len(accs)
 
 
 def _steps(model, loader, optimizer):
     losses = []
-    for x, y in loader:
+    for x, y in _moved(model, loader):
         optimizer.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
@@ -207,7 +213,111 @@ def test_wrong_fix_keeps_the_other_checks(check, fn):
 
 def test_batch_of_one_gets_a_hint():
     with pytest.raises(CheckFailed, match="last batch has one sample"):
-        checks.check_evaluate_eval(no_eval, seed=3, n=33)
+        checks.check_evaluate_eval(no_eval, n=33, batch_size=16)  # last batch of one
+
+
+def test_seeds_sweep_sizes_short_last_batches_and_dtypes():
+    cases = [checks.case(seed, last_one=True) for seed in range(50)]
+    assert any(c["n"] % c["batch_size"] == 1 for c in cases)  # a last batch of one, for evaluate
+    assert {c["dtype"] for c in cases} == {torch.float32, torch.float64}
+    assert len({(c["hidden"], c["classes"]) for c in cases}) > 4
+    for seed in range(50):
+        last = checks.case(seed, train=True)
+        assert 2 <= last["n"] % last["batch_size"] < last["batch_size"]  # short, never of one (BatchNorm trains)
+
+
+def unmoved_evaluate(model, loader):
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        acc = sum((model(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+    model.train(was)
+    return acc
+
+
+def unmoved_train_epoch(model, loader, optimizer):
+    model.train()
+    losses = []
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return sum(losses) / len(losses)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the checks run on the real device")
+@pytest.mark.parametrize("check,fn", [(checks.check_evaluate_eval, unmoved_evaluate),
+                                      (checks.check_train_epoch, unmoved_train_epoch)])
+def test_a_batch_never_moved_fails_on_a_cpu_only_machine(check, fn):
+    with pytest.raises(CheckFailed, match="expected every batch moved to the model's device"):
+        check(fn)
+
+
+def tensor_evaluate(model, loader):
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        hits = sum((model(x).argmax(1) == y).sum() for x, y in _moved(model, loader))
+    model.train(was)
+    return hits / len(loader.dataset)
+
+
+def tensor_train_epoch(model, loader, optimizer):
+    model.train()
+    total = 0
+    for x, y in _moved(model, loader):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total = total + loss
+    return total / len(loader)
+
+
+def test_tensors_are_not_python_floats():
+    with pytest.raises(CheckFailed, match="expected a Python float, observed a 0-d tensor"):
+        checks.check_evaluate_eval(tensor_evaluate)
+    with pytest.raises(CheckFailed, match="still holds its autograd graph"):
+        checks.check_train_epoch(tensor_train_epoch)
+
+
+def global_no_grad_evaluate(model, loader):
+    torch.set_grad_enabled(False)
+    return evaluate(model, loader)
+
+
+def test_grad_mode_switched_off_for_good_fails_and_is_restored():
+    assert torch.is_grad_enabled()
+    with pytest.raises(CheckFailed, match="autograd after evaluate returns"):
+        checks.check_evaluate_no_grad(global_no_grad_evaluate)
+    assert torch.is_grad_enabled()  # the check gave the learner's session its autograd back
+    checks.check_train_epoch(train_epoch)
+
+
+def reseeding_train_epoch(model, loader, optimizer):
+    torch.manual_seed(0)  # other Dropout masks than the check's: still a correct epoch
+    return train_epoch(model, loader, optimizer)
+
+
+def per_sample_train_epoch(model, loader, optimizer):
+    model.train()
+    total = 0.0
+    for x, y in _moved(model, loader):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(y)
+    return total / len(loader.dataset)
+
+
+def test_train_epoch_replays_the_learners_dropout_masks_and_wants_the_mean_of_batch_losses():
+    for seed in range(3):
+        checks.check_train_epoch(reseeding_train_epoch, seed=seed)
+        with pytest.raises(CheckFailed, match="that is the mean over samples"):
+            checks.check_train_epoch(per_sample_train_epoch, seed=seed)
 
 
 def test_blank_fails_every_check():

@@ -2,14 +2,18 @@
 
 `profile` measures every layer's gradient norm on one batch; `table` prints it on a log scale;
 `Dashboard` records loss, total and per-layer gradient norms while a loop trains and redraws them
-(live in Jupyter, one static figure under nbgrader). matplotlib and ipywidgets load lazily.
+(live in Jupyter, one static figure under nbgrader); `failure` says in one line what went wrong in a
+run (an explosion, or a loss stuck at the constant guess, with the ReLU layers that died).
+matplotlib and ipywidgets load lazily.
 """
 import io
 import math
 
+import torch
+
 from . import monitor, plots
 
-__all__ = ["profile", "ratio", "table", "draw", "Dashboard"]
+__all__ = ["profile", "ratio", "table", "draw", "Dashboard", "dead_relus", "failure"]
 
 
 def profile(model, batch, loss_fn):
@@ -144,3 +148,40 @@ class Dashboard(plots.LivePlot):
         rat = f", first/last layer {r:.2g}" if math.isfinite(r) else ""
         return f"{self.title or 'training'}: {len(loss)} steps, loss {loss[0]:.4g} -> {loss[-1]:.4g}{peak}{bad}{rat}"
 
+
+
+def dead_relus(model, inputs):
+    """Names of the ReLU layers of `model` whose every unit is 0 on every row of `inputs` (a dead layer passes
+    no signal forward and no gradient back)."""
+    dead, handles = [], []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.ReLU):
+            handles.append(module.register_forward_hook(
+                lambda m, args, out, name=name: dead.append(name) if not bool((out > 0).any()) else None))
+    try:
+        with torch.no_grad():
+            model(inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return dead
+
+
+def failure(history, guess=None, model=None, inputs=None):
+    """One line saying how a run failed, with numbers, or None: a non-finite loss or gradient norm (an explosion),
+    or a last loss no better than `guess` (the loss of a constant guess), naming the ReLU layers that died."""
+    steps, loss, norm = history.get("step", []), history.get("loss", []), history.get("grad_norm", [])
+    values = list(zip(steps, loss, norm))
+    bad = next((i for i, (_, l, n) in enumerate(values) if not (math.isfinite(l) and math.isfinite(n))), None)
+    if bad is not None:
+        finite = [n for _, _, n in values[:bad]]
+        grew = (f"the gradient norm went from {finite[0]:.3g} to {max(finite):.3g} in {bad} steps, then it "
+                if finite else "the gradient norm ")
+        return f"exploded: {grew}was non-finite at step {steps[bad]} (loss {loss[bad]:.3g})"
+    if guess is not None and loss and loss[-1] >= 0.95 * guess:
+        dead = dead_relus(model, inputs) if model is not None and inputs is not None else []
+        why = (f"; every unit of ReLU layer{'s' if len(dead) > 1 else ''} {', '.join(dead)} is dead (0 on every sample)"
+               if dead else "")
+        return (f"not learning: loss {loss[-1]:.3g} after {len(loss)} steps, no better than a constant guess "
+                f"({guess:.3g}), gradient norm {norm[-1]:.2g}{why}")
+    return None

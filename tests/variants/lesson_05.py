@@ -32,15 +32,14 @@ RECURSIVE = '''def grad_norms(model):
 WEIGHTS_ONLY = '''def grad_norms(model):
     layers = {}
     for name, module in model.named_modules():
-        weight = getattr(module, "weight", None)
-        if isinstance(weight, torch.nn.Parameter) and weight.grad is not None:
-            layers[name] = weight.grad.norm().item()                 # biases forgotten
-    total = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]).item()
-    return total, layers'''
+        own = [p for pname, p in module.named_parameters(recurse=False) if pname != "bias" and p.grad is not None]
+        if own:
+            layers[name] = torch.cat([p.grad.flatten() for p in own]).norm().item()   # biases forgotten
+    return tc.grad_norm(model), layers'''
 
 ALT_GRAD_NORMS = '''def grad_norms(model):
     by_layer = {}
-    for full_name, p in model.named_parameters():
+    for full_name, p in model.named_parameters(remove_duplicate=False):    # a shared weight belongs to both layers
         if p.grad is not None:
             layer = full_name.rpartition(".")[0]
             by_layer[layer] = by_layer.get(layer, 0.0) + float(p.grad.double().pow(2).sum())
@@ -140,6 +139,129 @@ ALT_BATCHNORM = '''def build_deep_net(inputs, hidden, outputs, depth):
         width = hidden
     return nn.Sequential(*layers, nn.Linear(width, outputs))'''
 
+# ---- from the first blind round (written from the release notebook alone; see the lesson's report) ----------
+
+TENSOR_NORMS = '''def grad_norms(model):
+    layers = {}
+    for name, module in model.named_modules():
+        grads = [p.grad for p in module.parameters(recurse=False) if p.grad is not None]
+        if grads:
+            layers[name] = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])), layers   # tensors'''
+
+TOTAL_FROM_LAYERS = '''import math
+
+
+def grad_norms(model):
+    layers = {}
+    for name, module in model.named_modules():
+        grads = [p.grad for p in module.parameters(recurse=False) if p.grad is not None]
+        if grads:
+            layers[name] = torch.cat([g.flatten() for g in grads]).norm().item()
+    return math.sqrt(sum(v ** 2 for v in layers.values())), layers     # a shared weight counted twice'''
+
+LIBRARY_HELPERS = '''def grad_norms(model):
+    return tc.grad_norm(model), tc.layer_grad_norms(model)           # names the root by its class, not '''''
+
+FLOAT64_NORMS = '''import math
+
+
+def _sq(grads):
+    return sum(float(g.detach().double().pow(2).sum()) for g in grads)
+
+
+def grad_norms(model):
+    layers = {}
+    for name, module in model.named_modules():
+        own = [p.grad for p in module.parameters(recurse=False) if p.grad is not None]
+        if own:
+            layers[name] = math.sqrt(_sq(own))
+    return math.sqrt(_sq([p.grad for p in model.parameters() if p.grad is not None])), layers'''
+
+TENSOR_RESULTS = '''def clipped_step(model, batch, loss_fn, optimizer, max_norm):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss, norm                                                  # tensors; the loss holds its graph'''
+
+EXHAUSTED_GENERATOR = '''def clipped_step(model, batch, loss_fn, optimizer, max_norm):
+    params = model.parameters()
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    loss.backward()
+    grad_norm = tc.grad_norm([p for p in params if p.grad is not None])
+    torch.nn.utils.clip_grad_norm_(params, max_norm)                   # the generator is used up: clips nothing
+    optimizer.step()
+    return loss.item(), grad_norm'''
+
+CLIP_AFTER_STEP = '''def clipped_step(model, batch, loss_fn, optimizer, max_norm):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)   # too late
+    return loss.item(), norm.item()'''
+
+ENABLE_GRAD_FOREACH = '''def clipped_step(model, batch, loss_fn, optimizer, max_norm):
+    dev = next(model.parameters()).device
+    inputs, targets = (t.to(dev, non_blocking=True) for t in batch)
+    with torch.set_grad_enabled(True):
+        model.zero_grad(set_to_none=True)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm, norm_type=2.0,
+                                               error_if_nonfinite=False, foreach=True)
+    optimizer.step()
+    return loss.detach().cpu().item(), grad_norm.detach().cpu().item()'''
+
+HARDCODED_SIZES = '''def build_deep_net(inputs, hidden, outputs, depth):
+    layers = [nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU()]          # the demo's sizes, whatever the arguments
+    for _ in range(depth - 1):
+        layers += [nn.Linear(32, 32), nn.BatchNorm1d(32), nn.ReLU()]
+    layers.append(nn.Linear(32, outputs))
+    return nn.Sequential(*layers)'''
+
+HARDCODED_WIDTH = '''def build_deep_net(inputs, hidden, outputs, depth):
+    model = tc.mlp(inputs=inputs, hidden=32, outputs=outputs, depth=depth, activation=nn.ReLU)   # width fixed
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+            nn.init.zeros_(layer.bias)
+    return model'''
+
+PRENORM_RESIDUAL = '''class ResBlock(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.fc(torch.relu(self.norm(x)))
+
+
+class ResMLP(nn.Module):
+    def __init__(self, inputs, hidden, outputs, depth):
+        super().__init__()
+        self.stem = nn.Linear(inputs, hidden)
+        self.blocks = nn.ModuleList([ResBlock(hidden) for _ in range(depth - 1)])
+        self.head = nn.Linear(hidden, outputs)
+
+    def forward(self, x):
+        h = self.stem(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(torch.relu(h))
+
+
+def build_deep_net(inputs, hidden, outputs, depth):
+    return ResMLP(inputs, hidden, outputs, depth)'''
+
 RATIO = "first-layer / last-layer gradient norm"
 PROGRESS = "plain SGD steps"
 
@@ -160,4 +282,22 @@ VARIANTS = {
     "written_differently": {"cells": {"grad_norms": ALT_GRAD_NORMS, "clipped_step": ALT_CLIPPED_STEP,
                                       "build_deep_net": ALT_RESIDUAL}, "lost": {}},
     "batchnorm_fix": {"cells": {"build_deep_net": ALT_BATCHNORM}, "lost": {}},
+    # first blind round
+    "norms_as_tensors": {"cells": {"grad_norms": TENSOR_NORMS},
+                         "lost": {"check_grad_norms": "expected a Python float, observed a 0-d tensor"}},
+    "total_from_layer_norms": {"cells": {"grad_norms": TOTAL_FROM_LAYERS},
+                               "lost": {"check_grad_norms": "a weight shared by two layers (tied weights)"}},
+    "library_helpers": {"cells": {"grad_norms": LIBRARY_HELPERS},
+                        "lost": {"check_grad_norms": "named_modules() names the root module '' (the empty string)"}},
+    "step_returns_tensors": {"cells": {"clipped_step": TENSOR_RESULTS},
+                             "lost": {"check_clipped_step": "that still holds its autograd graph"}},
+    "exhausted_generator": {"cells": {"clipped_step": EXHAUSTED_GENERATOR},
+                            "lost": {"check_clipped_step": "above the ceiling (and"}},
+    "clip_after_step": {"cells": {"clipped_step": CLIP_AFTER_STEP},
+                        "lost": {"check_clipped_step": "optimizer.step() had already used them unclipped"}},
+    "hardcoded_sizes": {"cells": {"build_deep_net": HARDCODED_SIZES}, "lost": {"check_build_deep_net": "hidden=40"}},
+    "hardcoded_width": {"cells": {"build_deep_net": HARDCODED_WIDTH},
+                        "lost": {"check_build_deep_net": "the hidden width is 32 whatever `hidden` says"}},
+    "blind_correct_idioms": {"cells": {"grad_norms": FLOAT64_NORMS, "clipped_step": ENABLE_GRAD_FOREACH,
+                                       "build_deep_net": PRENORM_RESIDUAL}, "lost": {}},
 }

@@ -112,6 +112,151 @@ def evaluate(model, loader):
             total += y.numel()
     return correct / total'''
 
+
+# ---- from the first blind round (written from the release notebook alone; see the lesson's report) ----------
+
+TENSOR_ACCURACY = '''def evaluate(model, loader):
+    was_training = model.training
+    device = next(model.parameters()).device
+    model.eval()
+    correct, total = 0, 0
+    with torch.no_grad():
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            correct += (model(x).argmax(1) == y).sum()         # a tensor: the result is a 0-d tensor too
+            total += len(y)
+    model.train(was_training)
+    return correct / total'''
+
+EVALUATE_NOT_MOVED = '''def evaluate(model, loader):
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in loader:                                 # never moved to the model's device
+            correct += (model(x).argmax(1) == y).sum().item()
+            total += len(y)
+    model.train(was_training)
+    return correct / total'''
+
+GRAD_OFF_GLOBALLY = '''def evaluate(model, loader):
+    was_training = model.training
+    device = next(model.parameters()).device
+    model.eval()
+    torch.set_grad_enabled(False)                           # a statement: autograd stays off afterwards
+    correct = total = 0
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        correct += (model(x).argmax(1) == y).sum().item()
+        total += len(y)
+    model.train(was_training)
+    return correct / total'''
+
+ROOT_FLAG_RESTORED = '''def evaluate(model, loader):
+    was_training = model.training
+    device = next(model.parameters()).device
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            correct += (model(x).argmax(1) == y).sum().item()
+            total += len(y)
+    model.training = was_training                           # only the top module's flag
+    return correct / total'''
+
+PER_MODULE_MODES = '''def evaluate(model, loader):
+    modes = {m: m.training for m in model.modules()}
+    model.eval()
+    device = next(model.parameters()).device
+    hits = torch.zeros((), dtype=torch.long, device=device)
+    count = 0
+    try:
+        with torch.inference_mode():
+            for xb, yb in loader:
+                logits = model(xb.to(device))
+                hits += (logits.argmax(-1) == yb.to(device)).sum()
+                count += yb.shape[0]
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+    return hits.item() / count'''
+
+RESEEDS = '''def train_epoch(model, loader, optimizer):
+    torch.manual_seed(0)                                    # reproducible Dropout masks: still a correct epoch
+    model.train()
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+        count += 1
+    return total / count'''
+
+ENABLE_GRAD_FMEAN = '''import statistics
+
+from torch import nn
+
+
+def train_epoch(model, loader, optimizer):
+    criterion = nn.CrossEntropyLoss()
+    model.train(True)
+    dev = next(model.parameters()).device
+    losses = []
+    with torch.enable_grad():                               # autograd on even if the caller turned it off
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(dev), targets.to(dev)
+            optimizer.zero_grad(set_to_none=True)
+            loss = criterion(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+    return statistics.fmean(losses)'''
+
+PER_SAMPLE_MEAN = '''def train_epoch(model, loader, optimizer):
+    model.train()
+    device = next(model.parameters()).device
+    total, seen = 0.0, 0
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(y)                       # each batch weighted by its size
+        seen += len(y)
+    return total / seen'''
+
+TENSOR_LOSSES = '''def train_epoch(model, loader, optimizer):
+    model.train()
+    device = next(model.parameters()).device
+    total, batches = 0, 0
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss                                       # keeps every batch's graph alive
+        batches += 1
+    return total / batches'''
+
+TRAIN_NOT_MOVED = '''def train_epoch(model, loader, optimizer):
+    model.train()
+    total, batches = 0.0, 0
+    for x, y in loader:                                     # never moved to the model's device
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+        batches += 1
+    return total / batches'''
+
 VARIANTS = {
     "eval_without_no_grad": {"cells": {"evaluate": EVAL_WITHOUT_NO_GRAD},
                              "lost": {"check_evaluate_no_grad": "autograd recording a graph"}},
@@ -127,4 +272,21 @@ VARIANTS = {
                                  "lost": {"check_train_epoch": "call model.train() at the start of every epoch"}},
     "written_differently": {"cells": {"evaluate": ALT_EVALUATE, "train_epoch": ALT_TRAIN_EPOCH_IMPORT}, "lost": {}},
     "evaluates_a_copy": {"cells": {"evaluate": EVAL_A_COPY}, "lost": {}},
+    # first blind round
+    "accuracy_as_tensor": {"cells": {"evaluate": TENSOR_ACCURACY},
+                           "lost": {"check_evaluate_eval": "evaluate's return value: expected a Python float, observed a 0-d tensor"}},
+    "evaluate_never_moves_the_batch": {"cells": {"evaluate": EVALUATE_NOT_MOVED},
+                                       "lost": {"check_evaluate_eval": "expected every batch moved to the model's device"}},
+    "grad_off_globally": {"cells": {"evaluate": GRAD_OFF_GLOBALLY},
+                          "lost": {"check_evaluate_no_grad": "autograd after evaluate returns"}},
+    "restores_the_root_flag_only": {"cells": {"evaluate": ROOT_FLAG_RESTORED},
+                                    "lost": {"check_evaluate_restores": "`model.training = ...` sets only the top module's flag"}},
+    "reseeds_the_rng": {"cells": {"train_epoch": RESEEDS}, "lost": {}},
+    "blind_correct_idioms": {"cells": {"evaluate": PER_MODULE_MODES, "train_epoch": ENABLE_GRAD_FMEAN}, "lost": {}},
+    "mean_over_samples": {"cells": {"train_epoch": PER_SAMPLE_MEAN},
+                          "lost": {"check_train_epoch": "that is the mean over samples"}},
+    "loss_as_tensor": {"cells": {"train_epoch": TENSOR_LOSSES},
+                       "lost": {"check_train_epoch": "that still holds its autograd graph"}},
+    "train_epoch_never_moves_the_batch": {"cells": {"train_epoch": TRAIN_NOT_MOVED},
+                                          "lost": {"check_train_epoch": "expected every batch moved to the model's device"}},
 }

@@ -1,7 +1,8 @@
 """Checks for lesson 05, exploding and vanishing gradients: grad_norms, clipped_step, build_deep_net.
 
-PyTorch is the reference: torch.nn.utils.get_total_norm (through monitor.grad_norm) for norms, and
-torch.nn.utils.clip_grad_norm_ for clipping. Everything runs on the CPU, seeded.
+PyTorch is the reference: its total norm (torch.nn.utils.get_total_norm from torch 2.6, the same computation
+before it, through monitor.grad_norm) and torch.nn.utils.clip_grad_norm_ for clipping. Everything runs on the
+CPU, seeded; `seed` drives a sweep of models, widths, depths, dtypes and loss functions.
 """
 import copy
 import math
@@ -41,11 +42,37 @@ class _WithSpare(nn.Module):
         return self.body(x)
 
 
+class _Tied(nn.Module):
+    """Two layers sharing one weight (tied weights): it is a parameter of each, and counts once in the total."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.a = nn.Linear(width, width)
+        self.b = nn.Linear(width, width)
+        self.b.weight = self.a.weight
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+class _WithScale(nn.Module):
+    """A root module with a parameter of its own (named '' by named_modules()) around a body."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+        self.temperature = nn.Parameter(torch.tensor(1.3))
+
+    def forward(self, x):
+        return self.body(x) * self.temperature
+
+
 def _random_model(seed):
-    """A small random model (depth, width, activation, bias, LayerNorm, nested block, frozen or unused layers)."""
+    """A small random model (depth, width, activation, bias, LayerNorm, nested block, frozen, unused or zero-gradient
+    layers, float32 / float64 / bfloat16) after one backward pass."""
     g = torch.Generator().manual_seed(seed)
     pick = lambda n: int(torch.randint(0, n, (1,), generator=g))
-    torch.manual_seed(seed)
+    torch.random.default_generator.manual_seed(seed)  # the CPU generator: @check restores it
     width, inputs = 3 + pick(6), 2 + pick(5)
     layers, w = [], inputs
     for i in range(1 + pick(4)):
@@ -56,7 +83,13 @@ def _random_model(seed):
             layers.append(nn.LayerNorm(width))
         layers.append([nn.ReLU, nn.Tanh, nn.Sigmoid, nn.GELU][pick(4)]())
         if pick(4) == 0:
-            layers.append(nn.Sequential(_Scaled(width, bias=pick(2) == 0), nn.Tanh()))
+            block = _Scaled(width, bias=pick(2) == 0)
+            if pick(3) == 0:
+                with torch.no_grad():
+                    block.gain.zero_()  # its inner layer gets gradients that are all zero: a norm of 0.0
+            layers.append(nn.Sequential(block, nn.Tanh()))
+        if pick(4) == 0:
+            layers.append(_Tied(width))
     layers.append(nn.Linear(w, 1 + pick(3)))
     model = nn.Sequential(*layers)
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
@@ -66,9 +99,13 @@ def _random_model(seed):
         linears[0].bias.requires_grad_(False)  # a half-frozen layer: its weight only
     if pick(4) == 0:
         model = _WithSpare(model, width)
+    if pick(4) == 0:
+        model = _WithScale(model)
+    dtype = {0: torch.float64, 1: torch.bfloat16}.get(pick(6), torch.float32)
+    model.to(dtype)
     scale = 10.0 ** (pick(9) - 4)  # norms from 1e-4 to 1e4
-    x = torch.randn(4 + pick(5), inputs, generator=g)
-    model(x).pow(2).mean().mul(scale).backward()
+    x = torch.randn(4 + pick(5), inputs, generator=g).to(dtype)
+    model(x).float().pow(2).mean().mul(scale).backward()
     return model
 
 
@@ -77,22 +114,41 @@ def _own(module):
 
 
 def reference_norms(model):
-    """(total, {module name: norm of its own gradients}) computed with PyTorch's get_total_norm."""
-    layers = {name: monitor.grad_norm(_own(m)) for name, m in model.named_modules() if name and _own(m)}
+    """(total, {module name: norm of its own gradients}) computed with PyTorch's total norm (monitor.grad_norm);
+    the total counts each parameter once (model.parameters()), even one shared by two layers."""
+    layers = {name: monitor.grad_norm(_own(m)) for name, m in model.named_modules() if _own(m)}
     return monitor.grad_norm(model), layers
 
 
-def _as_float(value, what):
-    try:
-        return float(value)
-    except (TypeError, ValueError, RuntimeError):
-        raise CheckFailed(f"{what}: expected a number (a Python float), observed {type(value).__name__}") from None
+def python_float(value, what):
+    """`value` as a float when it is a Python float (or int); else CheckFailed saying what it is and why it matters."""
+    if torch.is_tensor(value):
+        shape = "a 0-d tensor" if value.dim() == 0 else f"a tensor of shape {tuple(value.shape)}"
+        if value.grad_fn is not None:
+            observed = f"{shape} that still holds its autograd graph (grad_fn={type(value.grad_fn).__name__})"
+            why = ("a tensor with a grad_fn keeps the whole graph of its step alive (every activation saved for "
+                   "backward), so a history or a log of them holds the memory of every step it records")
+        else:
+            observed = f"{shape} ({value.dtype}, on {value.device})"
+            why = ("a tensor kept in a history or a log keeps its storage alive (GPU memory, on a GPU), and every "
+                   "comparison or print of it is a PyTorch operation (a device sync, on a GPU)")
+        raise CheckFailed(f"{what}: expected a Python float, observed {observed}.\n"
+                          f"Hint: return `.item()` (or float(...)) of it: {why}.")
+    if isinstance(value, bool) or not isinstance(value, (float, int)):
+        kind = type(value).__name__ if type(value).__module__ == "builtins" else f"{type(value).__module__}.{type(value).__name__}"
+        raise CheckFailed(f"{what}: expected a Python float, observed {kind} ({value!r:.60}).")
+    return float(value)
 
 
 def _check_grad_norms(grad_norms, seed=0, models_to_try=24):
-    """grad_norms(model) -> (total, {layer: norm}) agrees with torch.nn.utils.get_total_norm on many random models."""
+    """grad_norms(model) -> (total, {layer: norm}) agrees with PyTorch's total norm on many random models."""
+    dtypes = set()
     for i in range(models_to_try):
         model = _random_model(1000 * seed + i)
+        dtype = next(model.parameters()).dtype
+        dtypes.add(str(dtype).replace("torch.", ""))
+        rtol = 3e-2 if dtype == torch.bfloat16 else 1e-4  # bfloat16 keeps 8 bits: norms agree to ~1%
+        case = f"model {i}, {str(dtype).replace('torch.', '')}"
         before = [p.grad.clone() for p in model.parameters() if p.grad is not None]
         want_total, want_layers = reference_norms(model)
         got = call(grad_norms, model, name="grad_norms")
@@ -102,40 +158,72 @@ def _check_grad_norms(grad_norms, seed=0, models_to_try=24):
         expect(len(before) == len(after) and all(torch.equal(a, b) for a, b in zip(before, after)),
                "the gradients after grad_norms", "unchanged (measure, do not clip or zero them)", "modified")
         total, layers = got
-        expect(set(layers) == set(want_layers), f"the layer names (model {i})",
+        names_hint = ("iterate model.named_modules(), take each module's own parameters (parameters(recurse=False)) "
+                      "and skip those whose .grad is None (frozen or unused); a layer whose gradients are all zero "
+                      "still has gradients: its norm is 0.0.")
+        root = type(model).__name__
+        if "" in want_layers and "" not in layers and root in layers:
+            names_hint = (f"the model itself ({root}) has a parameter of its own: named_modules() names the root module "
+                          "'' (the empty string), not by its class.")
+        expect(set(layers) == set(want_layers), f"the layer names ({case})",
                f"one entry per module with gradients of its own: {sorted(want_layers)}", f"{sorted(layers)}",
-               "iterate model.named_modules(), take each module's own parameters (parameters(recurse=False)) "
-               "and skip those whose .grad is None (frozen or unused).")
+               names_hint)
         for name, want in want_layers.items():
-            value = _as_float(layers[name], f"the norm of layer {name!r}")
-            expect(close(value, want, rtol=1e-4, atol=1e-12), f"the gradient norm of layer {name!r} (model {i})",
+            value = python_float(layers[name], f"the norm of layer {name!r}")
+            expect(close(value, want, rtol=rtol, atol=1e-12), f"the gradient norm of layer {name!r} ({case})",
                    f"{want:.6g}", f"{value:.6g}",
                    "the L2 norm of the layer's GRADIENTS (p.grad, not p), weight and bias together: "
                    "sqrt of the sum of the squares of all their entries.")
-        total = _as_float(total, "the total norm")
-        expect(close(total, want_total, rtol=1e-4, atol=1e-12), f"the total gradient norm (model {i})",
-               f"{want_total:.6g} (torch.nn.utils.get_total_norm)", f"{total:.6g}",
-               "norms add like the sides of a right triangle: total = sqrt(sum of squared layer norms), "
-               "not the sum of the layer norms.")
-    return f"total and per-layer norms equal PyTorch's get_total_norm on {models_to_try} random models"
+        total = python_float(total, "the total norm")
+        shared = len({id(p) for m in model.modules() for p in _own(m)}) < sum(len(_own(m)) for m in model.modules())
+        from_layers = sum(v * v for v in want_layers.values()) ** 0.5
+        total_hint = ("norms add like the sides of a right triangle: total = sqrt(sum of squared layer norms), "
+                      "not the sum of the layer norms.")
+        if shared and close(total, from_layers, rtol=rtol, atol=1e-12):
+            total_hint = ("this model has a weight shared by two layers (tied weights): it is in both layers' entries "
+                          "but counts once in the total; compute the total from model.parameters() (each parameter "
+                          "once), not from the layer norms.")
+        expect(close(total, want_total, rtol=rtol, atol=1e-12), f"the total gradient norm ({case})",
+               f"{want_total:.6g} (PyTorch's total norm, as clip_grad_norm_ measures it)", f"{total:.6g}", total_hint)
+    return (f"total and per-layer norms equal PyTorch's total norm on {models_to_try} random models "
+            f"({', '.join(sorted(dtypes))}), Python floats")
 
 
-def _exploding_setup(seed, depth=6, gain=3.0, batch_size=32):
+LOSSES = {"CrossEntropyLoss()": lambda: nn.CrossEntropyLoss(),
+          "CrossEntropyLoss(label_smoothing=0.1)": lambda: nn.CrossEntropyLoss(label_smoothing=0.1),
+          "CrossEntropyLoss(reduction='sum')": lambda: nn.CrossEntropyLoss(reduction="sum")}
+
+
+def clip_case(seed, depth=None):
+    """The seed's clipped_step case: depth, width, batch size, dtype and loss function (seed 0: the lesson's)."""
+    if seed == 0:
+        case = {"depth": 6, "width": 24, "batch_size": 32, "dtype": torch.float32, "loss": "CrossEntropyLoss()"}
+    else:
+        g = torch.Generator().manual_seed(seed)
+        pick = lambda seq: seq[int(torch.randint(0, len(seq), (1,), generator=g))]
+        case = {"depth": pick([4, 5, 6, 7, 8]), "width": pick([12, 16, 24, 32]), "batch_size": pick([8, 17, 32, 40]),
+                "dtype": pick([torch.float32, torch.float32, torch.float64]), "loss": pick(sorted(LOSSES))}
+    if depth is not None:
+        case["depth"] = depth
+    return case
+
+
+def _exploding_setup(seed, depth=6, gain=3.0, batch_size=32, width=24, dtype=torch.float32):
     """A ReLU MLP with a large init (big gradients) and a batch of blobs."""
-    model = models.mlp(inputs=8, hidden=24, outputs=3, depth=depth, seed=seed)
+    model = models.mlp(inputs=8, hidden=width, outputs=3, depth=depth, seed=seed)
     with torch.no_grad():
         for layer in model.modules():
             if isinstance(layer, nn.Linear):
                 layer.weight.mul_(gain)
     x, y = data.blobs(n=batch_size, features=8, classes=3, seed=seed + 1).tensors
-    return model, (x, y)
+    return model.to(dtype), (x.to(dtype), y)
 
 
 def _flat(grads):
     return torch.cat([g.reshape(-1).double() for g in grads])
 
 
-def _run_clipped(clipped_step, model, batch, max_norm):
+def _run_clipped(clipped_step, model, batch, loss_fn, max_norm):
     """Call the learner's step with a stale gradient in place; return (result, gradients seen at optimizer.step)."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for p in model.parameters():
@@ -147,27 +235,32 @@ def _run_clipped(clipped_step, model, batch, max_norm):
 
     handle = opt.register_step_pre_hook(hook)
     try:
-        got = call(clipped_step, model, batch, nn.CrossEntropyLoss(), opt, max_norm, name="clipped_step")
+        got = call(clipped_step, model, batch, loss_fn, opt, max_norm, name="clipped_step")
     finally:
         handle.remove()
-    return got, seen
+    after = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
+    return got, seen, after
 
 
-def _check_clipped_step(clipped_step, seed=0, depth=6):
+def _check_clipped_step(clipped_step, seed=0, depth=None):
     """clipped_step(...) -> (loss, norm before clipping); at optimizer.step the gradients are clipped, same direction."""
-    model, batch = _exploding_setup(seed, depth)
+    c = clip_case(seed, depth)
+    model, batch = _exploding_setup(seed, c["depth"], batch_size=c["batch_size"], width=c["width"], dtype=c["dtype"])
+    loss_fn = LOSSES[c["loss"]]()
     ref = copy.deepcopy(model)
-    ref_loss = F.cross_entropy(ref(batch[0]), batch[1])
+    ref_loss = loss_fn(ref(batch[0]), batch[1])
     ref_loss.backward()
     ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
     ref_norm = monitor.grad_norm(ref)
     expect(math.isfinite(ref_norm) and ref_norm > 1.0, "(check setup) the reference gradient norm", "finite and > 1", ref_norm)
     flat_ref = _flat(ref_grads)
+    setup = (f"depth {c['depth']}, width {c['width']}, batch of {c['batch_size']}, "
+             f"{str(c['dtype']).replace('torch.', '')}, loss_fn=nn.{c['loss']}")
     for factor in (0.1, 4.0):
         max_norm = factor * ref_norm
         trial = copy.deepcopy(model)
-        got, seen = _run_clipped(clipped_step, trial, batch, max_norm)
-        case = f"with max_norm={max_norm:.4g} (the gradient norm is {ref_norm:.4g})"
+        got, seen, after = _run_clipped(clipped_step, trial, batch, loss_fn, max_norm)
+        case = f"with max_norm={max_norm:.4g} (the gradient norm is {ref_norm:.4g}; {setup})"
         expect(len(seen) == 1, f"optimizer.step() calls {case}", "exactly 1", len(seen))
         flat = _flat(seen[0])
         norm = float(flat.norm())
@@ -176,10 +269,21 @@ def _check_clipped_step(clipped_step, seed=0, depth=6):
                "the same as before clipping (cosine similarity 1)", f"cosine similarity {cos:.6f}",
                "scale ALL gradients by one common factor max_norm / total_norm (clip the total norm of the model, "
                "e.g. torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)), not each parameter or value on "
-               "its own; and zero the old gradients before backward().")
-        expect(norm <= max_norm * (1 + 1e-4), f"the total gradient norm at optimizer.step() {case}",
-               f"at most max_norm = {max_norm:.4g}", f"{norm:.4g}, above the ceiling",
-               "clip AFTER loss.backward() (which creates the gradients) and BEFORE optimizer.step() (which uses them).")
+               "its own; compute the loss with the loss_fn you are given; and zero the old gradients before backward().")
+        if norm > max_norm * (1 + 1e-4):
+            after_norm = float(_flat(after).norm())
+            returned = got[1] if isinstance(got, (tuple, list)) and len(got) == 2 else None
+            returned = float(returned) if isinstance(returned, (float, int)) or torch.is_tensor(returned) and returned.numel() == 1 else None
+            if close(after_norm, max_norm, rtol=1e-3):
+                hint = ("the gradients are clipped when clipped_step returns, but optimizer.step() had already used "
+                        "them unclipped: clip AFTER loss.backward() and BEFORE optimizer.step().")
+            elif returned is not None and returned < 1e-6 * ref_norm:
+                hint = (f"the norm you report is {returned:.3g}: clipping ran before loss.backward() created this "
+                        "step's gradients. Clip AFTER loss.backward() and BEFORE optimizer.step().")
+            else:
+                hint = ""  # the gradients were not clipped at all; the check cannot tell why
+            expect(False, f"the total gradient norm at optimizer.step() {case}", f"at most max_norm = {max_norm:.4g}",
+                   f"{norm:.4g}, above the ceiling (and {after_norm:.4g} when clipped_step returned)", hint)
         if factor < 1:
             expect(close(norm, max_norm, rtol=1e-3), f"the total gradient norm at optimizer.step() {case}",
                    f"clipped to max_norm = {max_norm:.4g}", f"{norm:.4g}",
@@ -190,43 +294,71 @@ def _check_clipped_step(clipped_step, seed=0, depth=6):
                    "clipping only ever scales DOWN: the factor is min(1, max_norm / total_norm).")
         expect(isinstance(got, (tuple, list)) and len(got) == 2, "clipped_step's return value",
                "a pair (loss, grad_norm)", repr(got)[:80])
-        loss, reported = _as_float(got[0], "the returned loss"), _as_float(got[1], "the returned grad_norm")
+        loss = python_float(got[0], "the returned loss")
+        reported = python_float(got[1], "the returned grad_norm")
         expect(close(reported, ref_norm, rtol=1e-4), f"the returned grad_norm {case}",
                f"{ref_norm:.5g}, the total norm BEFORE clipping", f"{reported:.5g}",
                "report the norm measured before clipping (clip_grad_norm_ returns it): after clipping it is never "
                "above max_norm, so a dashboard of clipped norms cannot show an explosion.")
         expect(close(loss, ref_loss.item(), rtol=1e-4), f"the returned loss {case}", f"{ref_loss.item():.5g}", f"{loss:.5g}")
     return (f"gradients clipped to max_norm with their direction kept, left alone under it; "
-            f"pre-clip norm {ref_norm:.3g} reported")
+            f"pre-clip norm {ref_norm:.3g} and loss reported as Python floats ({setup})")
 
 
-def _deep_net_data(seed):
-    return data.blobs(n=256, features=8, classes=3, seed=seed).tensors
+def deep_case(seed, depth=None, hidden=None):
+    """The seed's build_deep_net case (inputs, hidden, outputs, depth); seed 0 is the lesson's (8, 32, 3, 10)."""
+    if seed == 0:
+        case = {"inputs": 8, "hidden": 32, "outputs": 3, "depth": 10}
+    else:
+        g = torch.Generator().manual_seed(seed)
+        pick = lambda seq: seq[int(torch.randint(0, len(seq), (1,), generator=g))]
+        case = {"inputs": pick([6, 7, 9, 10]), "hidden": pick([16, 20, 24, 28, 36, 40]), "outputs": pick([2, 3, 4]),
+                "depth": pick([8, 9, 10, 11, 12])}
+    if depth is not None:
+        case["depth"] = depth
+    if hidden is not None:
+        case["hidden"] = hidden
+    return case
+
+
+def _deep_net_data(seed, inputs=8, outputs=3):
+    return data.blobs(n=256, features=inputs, classes=outputs, spread=0.7, seed=seed).tensors
 
 
 def _linears(model):
     return [m for m in model.modules() if isinstance(m, nn.Linear)]
 
 
-def _check_build_deep_net(build_deep_net, seed=0, depth=10, hidden=32, steps=80, lr=0.05):
+def _check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=80, lr=0.05):
     """build_deep_net(inputs, hidden, outputs, depth): gradients reach the first layer, and plain SGD trains it."""
+    c = deep_case(seed, depth, hidden)
+    inputs, hidden, outputs, depth = c["inputs"], c["hidden"], c["outputs"], c["depth"]
+    args = f"build_deep_net(inputs={inputs}, hidden={hidden}, outputs={outputs}, depth={depth})"
     torch.manual_seed(seed)
-    model = call(build_deep_net, 8, hidden, 3, depth, name="build_deep_net")
-    expect(isinstance(model, nn.Module), "build_deep_net's result", "an nn.Module", type(model).__name__)
+    model = call(build_deep_net, inputs, hidden, outputs, depth, name="build_deep_net")
+    expect(isinstance(model, nn.Module), f"{args}'s result", "an nn.Module", type(model).__name__)
     linears = _linears(model)
-    expect(len(linears) >= depth + 1, "the number of nn.Linear layers", f"at least depth + 1 = {depth + 1} (keep the depth)",
-           len(linears), "the task is to make a DEEP net trainable, not to make it shallow.")
-    x, y = _deep_net_data(seed)
+    expect(len(linears) >= depth + 1, f"the number of nn.Linear layers of {args}",
+           f"at least depth + 1 = {depth + 1} (keep the depth)", len(linears),
+           "the task is to make a DEEP net trainable, not to make it shallow.")
+    widths = [m.out_features for m in linears]
+    wide = sum(w == hidden for w in widths)
+    others = sorted(set(widths[:-1]) - {hidden})
+    expect(wide >= depth, f"the nn.Linear layers of width hidden={hidden} in {args}", f"at least depth = {depth}",
+           f"{wide} (output widths of the nn.Linear layers: {widths})",
+           f"the hidden width is {others[0]} whatever `hidden` says: build the layers from the arguments, "
+           "not from fixed numbers." if len(others) == 1 and wide == 0 else "")
+    x, y = _deep_net_data(seed, inputs, outputs)
     model.train()
-    out = call(model, x, name="the model's forward")
-    expect(torch.is_tensor(out) and tuple(out.shape) == (len(x), 3), "the model's output", f"shape {(len(x), 3)}",
-           tuple(out.shape) if torch.is_tensor(out) else type(out).__name__)
+    out = call(model, x, name="the model's forward", where=f"(the model of {args}, on inputs of shape {tuple(x.shape)})")
+    expect(torch.is_tensor(out) and tuple(out.shape) == (len(x), outputs), f"the output of {args}",
+           f"shape {(len(x), outputs)}", tuple(out.shape) if torch.is_tensor(out) else type(out).__name__)
     model.zero_grad(set_to_none=True)
     call(lambda: F.cross_entropy(model(x), y).backward(), name="forward and backward")
     first, last = (monitor.grad_norm(list(m.parameters())) for m in (linears[0], linears[-1]))
     r = first / last if last > 0 else float("nan")
-    expect(math.isfinite(r) and r >= 1e-2, "first-layer / last-layer gradient norm", "at least 1e-2 (within two orders of magnitude)",
-           f"{r:.2e} (first {first:.2e}, last {last:.2e})",
+    expect(math.isfinite(r) and r >= 1e-2, f"first-layer / last-layer gradient norm ({args})",
+           "at least 1e-2 (within two orders of magnitude)", f"{r:.2e} (first {first:.2e}, last {last:.2e})",
            "the gradient still vanishes on its way back: sigmoid (and tanh) squash it at every layer; use ReLU with "
            "He (Kaiming) initialisation, residual connections (x + f(x)) or normalisation (BatchNorm/LayerNorm).")
     opt = torch.optim.SGD(model.parameters(), lr=lr)
@@ -237,30 +369,31 @@ def _check_build_deep_net(build_deep_net, seed=0, depth=10, hidden=32, steps=80,
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    prior = torch.bincount(y, minlength=3).double() / len(y)
+    prior = torch.bincount(y, minlength=outputs).double() / len(y)
     constant = float(-(prior * prior.log()).sum())  # the loss of always guessing the class frequencies
     expect(math.isfinite(losses[-1]) and losses[-1] < 0.5 * constant,
-           f"the loss after {steps} plain SGD steps (lr={lr})", f"below {0.5 * constant:.3f} (half of {constant:.3f}, "
-           "the loss of a constant guess)", f"{losses[-1]:.3f} (it started at {losses[0]:.3f})",
+           f"the loss after {steps} plain SGD steps (lr={lr}, {args})", f"below {0.5 * constant:.3f} (half of "
+           f"{constant:.3f}, the loss of a constant guess)", f"{losses[-1]:.3f} (it started at {losses[0]:.3f})",
            "the net does not learn: its first layers get (almost) no gradient. tanh saturates like sigmoid; ReLU needs "
-           "He init (nn.init.kaiming_normal_), or add residual connections or BatchNorm/LayerNorm.")
+           "He init (nn.init.kaiming_normal_), or add residual connections or BatchNorm/LayerNorm."
+           if r < 0.1 else "")
     return (f"first/last layer gradient ratio {r:.2g}; {steps} SGD steps took the loss "
-            f"{losses[0]:.3g} -> {losses[-1]:.3g} at depth {depth}")
+            f"{losses[0]:.3g} -> {losses[-1]:.3g} ({args})")
 
 
 @check("grad_norms")
 def check_grad_norms(grad_norms, seed=0, models_to_try=24):
-    """grad_norms(model) -> (total, {layer: norm}) agrees with torch.nn.utils.get_total_norm on many random models."""
+    """grad_norms(model) -> (total, {layer: norm}) agrees with PyTorch's total norm on many random models."""
     return _check_grad_norms(grad_norms, seed, models_to_try)
 
 
 @check("clipped_step")
-def check_clipped_step(clipped_step, seed=0, depth=6):
+def check_clipped_step(clipped_step, seed=0, depth=None):
     """clipped_step(...) -> (loss, norm before clipping); at optimizer.step the gradients are clipped, same direction."""
     return _check_clipped_step(clipped_step, seed, depth)
 
 
 @check("build_deep_net")
-def check_build_deep_net(build_deep_net, seed=0, depth=10, hidden=32, steps=80, lr=0.05):
+def check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=80, lr=0.05):
     """build_deep_net(inputs, hidden, outputs, depth): gradients reach the first layer, and plain SGD trains it."""
     return _check_build_deep_net(build_deep_net, seed, depth, hidden, steps, lr)

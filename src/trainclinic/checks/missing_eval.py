@@ -2,36 +2,125 @@
 
 The model has Dropout and BatchNorm with warmed-up running statistics, so evaluating in training mode
 shows: logits that change from call to call, running statistics that move, and a different accuracy.
-`evaluation.watch` records the mode and autograd state of every forward pass.
+`evaluation.watch` records the mode and autograd state of every forward pass. `seed` drives a sweep of
+data sizes and batch sizes (short last batches, a last batch of one for evaluate), widths, dropout rates
+and dtypes. Where no GPU is present, the functions also run on a model on a simulated cuda:0 with a loader
+of CPU batches, so a batch that is never moved to the model's device is caught on every machine.
 """
+import contextlib
 import copy
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from .. import data
-from ..device import pick_device
+from ..device import SimulatedCuda, pick_device
 from ..evaluation import bn_mlp, watch
-from . import CheckFailed, call, check, close, expect
+from . import CheckFailed, SimulationLimit, call, check, expect
+from .gradients import python_float
 
 __all__ = ["check_evaluate_eval", "check_evaluate_no_grad", "check_evaluate_restores", "check_train_epoch"]
 
 BATCH_OF_ONE = "Expected more than 1 value per channel when training"
+DEVICE_MISMATCH = ("Expected all tensors to be on the same device", "found two different devices",
+                   "found at least two devices")
+_DROPOUT = nn.modules.dropout._DropoutNd
 
 
-def _setup(seed, n, batch_size, p=0.5, device=None):
+def case(seed, n=None, batch_size=None, last_one=False, train=False):
+    """The seed's data and model: samples, batch size, widths, dropout rate, dtype (seed 0: the visible case).
+
+    The last batch is short: of one sample on some seeds when `last_one` (evaluate in eval mode must cope),
+    else of two or more (BatchNorm in training mode cannot take one sample, and the checks of autograd and
+    of the mode are not about that)."""
+    if seed == 0:
+        c = {"n": 52 if train else 40, "batch_size": 16, "inputs": 4, "hidden": 16, "classes": 3, "p": 0.5,
+             "dtype": torch.float32}
+    else:
+        g = torch.Generator().manual_seed(seed)
+        pick = lambda seq: seq[int(torch.randint(0, len(seq), (1,), generator=g))]
+        bs = pick([5, 7, 8, 12, 16])
+        full = pick([2, 3, 4])
+        last = pick([1, 1, 2, bs - 1]) if last_one else pick([2, 3, bs // 2])
+        c = {"n": full * bs + last, "batch_size": bs, "inputs": pick([3, 4, 6]), "hidden": pick([8, 16, 24]),
+             "classes": pick([2, 3, 4]), "p": pick([0.3, 0.5]), "dtype": pick([torch.float32, torch.float64])}
+    if n is not None:
+        c["n"] = n
+    if batch_size is not None:
+        c["batch_size"] = batch_size
+    return c
+
+
+def _describe(c):
+    last = c["n"] % c["batch_size"]
+    tail = f", last batch of {last}" if last else ""
+    return f"{c['n']} samples in batches of {c['batch_size']}{tail}, {str(c['dtype']).replace('torch.', '')}"
+
+
+def _setup(seed, c, device=None):
     """A warmed-up Dropout+BatchNorm model in training mode on `device`, and a CPU loader (not shuffled)."""
     device = device or pick_device()
-    model = bn_mlp(inputs=4, hidden=16, outputs=3, p=p, seed=seed)
-    x, y = data.blobs(n=n + 64, features=4, classes=3, spread=1.5, seed=seed).tensors
+    model = bn_mlp(inputs=c["inputs"], hidden=c["hidden"], outputs=c["classes"], p=c["p"], seed=seed)
+    n = c["n"]
+    x, y = data.blobs(n=n + 64, features=c["inputs"], classes=c["classes"], spread=1.5, seed=seed).tensors
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.random.default_generator.manual_seed(seed)
         for i in range(4):  # running statistics away from their (0, 1) start
             model(x[n + 16 * i: n + 16 * (i + 1)] * 1.5 + 0.5)
     model.train()
-    loader = DataLoader(TensorDataset(x[:n], y[:n]), batch_size=batch_size, shuffle=False)
-    return model.to(device), loader, device
+    x = x.to(c["dtype"])
+    loader = DataLoader(TensorDataset(x[:n], y[:n]), batch_size=c["batch_size"], shuffle=False)
+    return model.to(device=device, dtype=c["dtype"]), loader, device
+
+
+@contextlib.contextmanager
+def _grad_mode_kept():
+    """Whatever learner code does to the global grad mode, the check (and the cells after it) get theirs back."""
+    before = torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        torch.set_grad_enabled(before)
+
+
+def _probe_model(c):
+    """The lesson's kind of model for the device probe (BatchNorm without running statistics: the simulation
+    cannot update them), and a CPU loader whose last batch is short but not of one."""
+    torch.random.default_generator.manual_seed(0)
+    model = nn.Sequential(nn.Linear(c["inputs"], c["hidden"]), nn.BatchNorm1d(c["hidden"], track_running_stats=False),
+                          nn.ReLU(), nn.Dropout(c["p"]), nn.Linear(c["hidden"], c["classes"]))
+    x, y = data.blobs(n=10, features=c["inputs"], classes=c["classes"], seed=1).tensors
+    return model, DataLoader(TensorDataset(x, y), batch_size=4)
+
+
+def _device_probe(name, run, c):
+    """Run `run(model, loader)` with the model on a simulated cuda:0 and CPU batches, where no GPU is here.
+
+    Returns a phrase for the success line; CheckFailed when the code trips over a device mismatch."""
+    if pick_device().type in ("cuda", "mps"):
+        return ""  # the checks above already ran on the real accelerator with CPU batches
+    model, loader = _probe_model(c)
+    try:
+        with SimulatedCuda(say=False) as sim:
+            fake = sim.model(model)
+            for p in fake.parameters():  # nothing to record even if the code turns autograd back on
+                p.requires_grad_(False)
+            run(fake, loader)
+    except SimulationLimit as limit:
+        return f"; the simulated cuda:0 cannot run this code, so its device check was skipped ({limit})"
+    except CheckFailed as exc:
+        text = str(exc).split("\nHint:")[0]
+        if any(s in text for s in DEVICE_MISMATCH):
+            raise CheckFailed(
+                f"{name} with the model on cuda:0 (simulated: no GPU here) and a loader of CPU batches: expected "
+                f"every batch moved to the model's device, observed a device mismatch: {text}\n"
+                "Hint: move each batch to the model's device first: device = next(model.parameters()).device, then "
+                "x, y = x.to(device), y.to(device) (a global `device` is the CPU on a machine without a GPU, so it "
+                "hides the bug there).") from None
+        raise CheckFailed(f"{name} with the model on a simulated cuda:0 and a loader of CPU batches: {exc}") from None
+    return " and on a simulated cuda:0 with CPU batches (moved to the model's device)"
 
 
 def _reference(model, loader, device):
@@ -46,8 +135,9 @@ def _reference(model, loader, device):
 def _evaluate(evaluate, model, loader, keep_outputs=False, where=""):
     """Run the learner's evaluate under `watch`; a batch-of-one BatchNorm error gets its hint."""
     try:
-        with watch(model, keep_outputs=keep_outputs) as w:
+        with watch(model, keep_outputs=keep_outputs) as w, _grad_mode_kept():
             got = call(evaluate, model, loader, name="evaluate", where=where)
+            w.grad_after = torch.is_grad_enabled()
     except CheckFailed as exc:
         if BATCH_OF_ONE in str(exc):
             raise CheckFailed(f"{exc}\nHint: the last batch has one sample and BatchNorm was still in training mode: "
@@ -56,19 +146,16 @@ def _evaluate(evaluate, model, loader, keep_outputs=False, where=""):
     return got, w
 
 
-def _number(got):
-    """The learner's metric as a float, or CheckFailed."""
-    if torch.is_tensor(got) and got.numel() == 1:
-        return float(got)
-    expect(isinstance(got, (float, int)) and not isinstance(got, bool), "evaluate's return value",
-           "the accuracy as a number (a Python float)", type(got).__name__)
-    return float(got)
+def _accuracy(got, what="evaluate's return value"):
+    """The learner's accuracy as a float, or CheckFailed: the text asks for a Python float."""
+    return python_float(got, what)
 
 
 @check("evaluate_eval")
-def check_evaluate_eval(evaluate, seed=0, n=40, batch_size=16):
+def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
     """evaluate(model, loader) runs in eval mode: same logits every call, BatchNorm untouched, right accuracy."""
-    model, loader, device = _setup(seed, n, batch_size)
+    c = case(seed, n, batch_size, last_one=True)
+    model, loader, device = _setup(seed, c)
     ref_logits, ref_acc = _reference(model, loader, device)
     buffers = {k: v.clone() for k, v in model.named_buffers()}
     first, w1 = _evaluate(evaluate, model, loader, keep_outputs=True)
@@ -80,30 +167,38 @@ def check_evaluate_eval(evaluate, seed=0, n=40, batch_size=16):
     diff = (a - b).abs().max().item() if a.shape == b.shape else float("inf")
     expect(diff < 1e-5, "the logits of two evaluations of the same data", "identical",
            f"a max difference of {diff:.3g} ({w1.train_calls} of {len(w1.calls)} forward passes with Dropout active)",
-           "call model.eval() before the loop: in training mode Dropout zeroes a random half of the units on every call.")
-    moved = max(((model.get_buffer(k).float().cpu() - v.float().cpu()).abs().max().item() for k, v in buffers.items()),
+           "call model.eval() before the loop: in training mode Dropout zeroes a random half of the units on every call."
+           if w1.train_calls else "")
+    moved = max(((model.get_buffer(k).double().cpu() - v.double().cpu()).abs().max().item() for k, v in buffers.items()),
                 default=0.0)
     expect(moved == 0, "the BatchNorm running statistics after evaluate", "untouched",
            f"changed by up to {moved:.3g}",
            "call model.eval() before the loop: in training mode BatchNorm updates its running mean and variance "
            "with the validation batches.")
-    expect(a.shape == ref_logits.shape and close(a, ref_logits), "the logits seen inside evaluate",
-           "those of the model in eval mode (BatchNorm using its running statistics)",
+    expect(a.shape == ref_logits.shape and bool(torch.allclose(a, ref_logits, rtol=1e-4, atol=1e-5)),
+           "the logits seen inside evaluate", "those of the model in eval mode (BatchNorm using its running statistics)",
            f"a max difference of {(a - ref_logits).abs().max().item() if a.shape == ref_logits.shape else 'other shapes'}",
            "put the whole model in eval mode with model.eval(), not only some layers.")
     for got in (first, second):
-        acc = _number(got)
-        expect(abs(acc - ref_acc) < 1e-6, "the accuracy returned", f"{ref_acc:.4f} (correct / total over all {n} samples)",
-               f"{acc:.4f}", "count correct predictions (argmax of the logits == label) over every batch and divide by "
-               "the number of samples, not by the number of batches.")
-    return (f"identical logits on two calls, BatchNorm buffers untouched, accuracy {ref_acc:.3f} as in eval mode "
-            f"({n} samples, batches of {batch_size}, on {device})")
+        acc = _accuracy(got)
+        expect(abs(acc - ref_acc) < 1e-6, f"the accuracy returned ({_describe(c)})",
+               f"{ref_acc:.4f} (correct / total over all {c['n']} samples)", f"{acc:.4f}",
+               "count correct predictions (argmax of the logits == label) over every batch and divide by the number "
+               "of samples seen (a short last batch counts its own size), not by the number of batches.")
+
+    def probe(fake, cpu_loader):
+        call(evaluate, fake, cpu_loader, name="evaluate", where="on a model on a simulated cuda:0")
+
+    where = _device_probe("evaluate", probe, c)
+    return (f"identical logits on two calls, BatchNorm buffers untouched, accuracy {ref_acc:.3f} as in eval mode, "
+            f"a Python float ({_describe(c)}, on {device}){where}")
 
 
 @check("evaluate_no_grad")
-def check_evaluate_no_grad(evaluate, seed=0, n=40, batch_size=16):
+def check_evaluate_no_grad(evaluate, seed=0, n=None, batch_size=None):
     """evaluate(model, loader) builds no autograd graph: every forward pass runs with gradient tracking off."""
-    model, loader, device = _setup(seed, n, batch_size)
+    c = case(seed, n, batch_size)
+    model, loader, device = _setup(seed, c)
     _, w = _evaluate(evaluate, model, loader)
     expect(w.calls, "forward passes of the model inside evaluate", "at least one", "none")
     with_grad = [c for c in w.calls if c["grad_enabled"] or c["requires_grad"]]
@@ -113,19 +208,28 @@ def check_evaluate_no_grad(evaluate, seed=0, n=40, batch_size=16):
            f"({w.meter.nbytes / 1024:.1f} KiB)",
            "wrap the loop in `with torch.no_grad():` (or torch.inference_mode()); model.eval() alone does not turn "
            "autograd off.")
-    return f"{len(w.calls)} forward passes, all with autograd off, 0 tensors saved for backward"
+    expect(w.grad_after, "autograd after evaluate returns (torch.is_grad_enabled())",
+           "on again, as it was before the call", "still off",
+           "turn autograd off for the evaluation only, with a block: `with torch.no_grad():` (or a decorator); "
+           "torch.set_grad_enabled(False) as a statement switches it off for everything that runs afterwards, "
+           "and the next training step fails with 'element 0 of tensors does not require grad'.")
+    return f"{len(w.calls)} forward passes, all with autograd off, 0 tensors saved for backward, autograd back on after"
 
 
 @check("evaluate_restores")
-def check_evaluate_restores(evaluate, seed=0, n=40, batch_size=16):
+def check_evaluate_restores(evaluate, seed=0, n=None, batch_size=None):
     """evaluate(model, loader) leaves the model in the mode it found it: training stays training, eval stays eval."""
+    c = case(seed, n, batch_size)
     for start in ("train", "eval"):
-        model, loader, _ = _setup(seed, n, batch_size)
+        model, loader, _ = _setup(seed, c)
         model.train(start == "train")
         _, w = _evaluate(evaluate, model, loader, where=f"on a model in {start} mode")
         hint = ("remember `was_training = model.training` before model.eval() and call `model.train(was_training)` at "
                 "the end (a try/finally makes it survive errors).")
-        if start == "train":
+        if w.mode_after == "mixed":
+            hint = ("some submodules were left in the other mode: `model.training = ...` sets only the top module's "
+                    "flag; model.train(mode) / model.eval() switch every submodule. " + hint)
+        elif start == "train":
             hint = "after the loop, put the model back: model.train() when it was training. " + hint
         else:
             hint = "a model that was already in eval mode must stay in eval mode: do not call model.train() " \
@@ -135,47 +239,91 @@ def check_evaluate_restores(evaluate, seed=0, n=40, batch_size=16):
     return "a training model is back in training mode, an eval model stays in eval mode"
 
 
-def _reference_epoch(model, loader, seed, lr):
+def _record_dropout_rng(model):
+    """Record the RNG state before each Dropout call of `model` (learner code may reseed or draw numbers)."""
+    states = []
+    handles = [m.register_forward_pre_hook(lambda module, args: states.append(torch.get_rng_state()))
+               for m in model.modules() if isinstance(m, _DROPOUT)]
+    return states, handles
+
+
+def _reference_epoch(model, loader, lr, states):
+    """The epoch a correct train_epoch runs, on a copy, replaying the Dropout masks the learner's run drew."""
     ref = copy.deepcopy(model)
     opt = torch.optim.SGD(ref.parameters(), lr=lr)
+    replay = iter(states)
+
+    def reuse(module, args):
+        state = next(replay, None)
+        if state is not None:
+            torch.set_rng_state(state)
+
+    handles = [m.register_forward_pre_hook(reuse) for m in ref.modules() if isinstance(m, _DROPOUT)]
     losses = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        ref.train()
-        for x, y in loader:
+    try:
+        with torch.random.fork_rng(devices=[]):
+            ref.train()
             device = next(ref.parameters()).device
-            opt.zero_grad()
-            loss = F.cross_entropy(ref(x.to(device)), y.to(device))
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-    return ref, sum(losses) / len(losses)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(ref(x.to(device)), y.to(device))
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+    finally:
+        for h in handles:
+            h.remove()
+    return ref, losses
 
 
 @check("train_epoch")
-def check_train_epoch(train_epoch, seed=0, n=64, batch_size=16, lr=0.1):
+def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
     """train_epoch(model, loader, optimizer) trains in training mode even when evaluate left the model in eval mode."""
-    model, loader, device = _setup(seed, n, batch_size)
+    c = case(seed, n, batch_size, train=True)
+    model, loader, device = _setup(seed, c)
     model.eval()  # as evaluate leaves it, or a model.eval() somewhere earlier
-    ref, ref_loss = _reference_epoch(model, loader, seed + 100, lr)
+    start = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    torch.manual_seed(seed + 100)  # the same dropout masks as the reference
-    with watch(model) as w:
-        got = call(train_epoch, model, loader, opt, name="train_epoch", where="on a model left in eval mode")
+    torch.random.default_generator.manual_seed(seed + 100)  # deterministic Dropout masks (@check restores the RNG)
+    states, handles = _record_dropout_rng(model)
+    try:
+        with watch(model) as w, _grad_mode_kept():
+            got = call(train_epoch, model, loader, opt, name="train_epoch", where="on a model left in eval mode")
+    finally:
+        for h in handles:
+            h.remove()
     batches = len(loader)
     expect(w.calls, "forward passes of the model inside train_epoch", "at least one", "none")
     evals = len(w.calls) - w.train_calls
     expect(evals == 0, "forward passes of train_epoch on a model that evaluate() left in eval mode",
            "all in training mode (Dropout active, BatchNorm updating)", f"{evals} of {len(w.calls)} in eval mode",
-           "call model.train() at the start of every epoch: evaluate() puts the model in eval mode.")
+           "call model.train() at the start of every epoch (with the parentheses: it switches every submodule; "
+           "`model.training = True` only flags the top module): evaluate() puts the model in eval mode.")
     expect(w.bn_batches == batches, "BatchNorm's num_batches_tracked during the epoch", f"+{batches} (one per batch)",
            f"+{w.bn_batches}")
-    expect(torch.is_tensor(got) and got.numel() == 1 or isinstance(got, (float, int)), "train_epoch's return value",
-           "the mean training loss as a Python float", type(got).__name__)
-    expect(abs(float(got) - ref_loss) < 1e-4, "the mean loss of the epoch", f"{ref_loss:.5f}", f"{float(got):.5f}",
-           "return the mean of the batch losses (loss.item() of each batch).")
+    ref, losses = _reference_epoch(start, loader, lr, states)
     diff = max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
     expect(diff < 1e-4, "the parameters after the epoch", f"those of {batches} SGD steps in training mode",
            f"a max difference of {diff:.3g}",
-           "for each batch: optimizer.zero_grad(), loss = cross_entropy(model(x), y), loss.backward(), optimizer.step().")
-    return f"{batches} steps in training mode from a model left in eval mode, mean loss {ref_loss:.4f} as expected"
+           "for each batch: optimizer.zero_grad(), loss = F.cross_entropy(model(x), y) (on the logits), "
+           "loss.backward(), optimizer.step().")
+    ref_loss = sum(losses) / len(losses)
+    loss = python_float(got, "train_epoch's return value (the mean training loss)")
+    per_sample = sum(l * len(y) for l, (_, y) in zip(losses, loader)) / c["n"]
+    hint = ""
+    if abs(loss - per_sample) < 1e-6 and abs(per_sample - ref_loss) > 1e-6:
+        hint = ("that is the mean over samples (each batch weighted by its size); the text asks for the mean of the "
+                "batch losses: each batch's loss.item() counts once, the short last batch too.")
+    elif abs(loss - losses[-1]) < 1e-6:
+        hint = "that is the last batch's loss; return the mean over all the batches of the epoch."
+    expect(abs(loss - ref_loss) < 1e-4, f"the mean loss of the epoch ({_describe(c)})",
+           f"{ref_loss:.5f} (the mean of the {batches} batch losses: their sum / {batches})", f"{loss:.5f}", hint)
+
+    def probe(fake, cpu_loader):
+        fake.eval()
+        call(train_epoch, fake, cpu_loader, torch.optim.SGD(fake.parameters(), lr=lr), name="train_epoch",
+             where="on a model on a simulated cuda:0")
+
+    where = _device_probe("train_epoch", probe, c)
+    return (f"{batches} steps in training mode from a model left in eval mode, mean loss {ref_loss:.4f} as expected, "
+            f"a Python float ({_describe(c)}, on {device}){where}")
