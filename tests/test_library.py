@@ -39,11 +39,45 @@ def test_simulation_raises_pytorchs_own_device_error():
     with pytest.raises(RuntimeError) as err:
         with tc.SimulatedCuda(say=False) as sim:
             sim.model(model)(x)
-    from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError
+    from torch._subclasses import fake_tensor
 
-    assert isinstance(err.value, FakeTensorDeviceMismatchError)  # raised by PyTorch, not by us
-    assert "Expected all tensors to be on the same device, but found at least two devices" in str(err.value)
-    assert "cuda:0" in str(err.value) and "cpu" in str(err.value)
+    text = str(err.value)
+    assert "cuda:0" in text and "cpu" in text
+    if hasattr(fake_tensor, "FakeTensorDeviceMismatchError"):  # torch >= 2.13
+        assert isinstance(err.value, fake_tensor.FakeTensorDeviceMismatchError)  # raised by PyTorch, not by us
+        assert "Expected all tensors to be on the same device, but found at least two devices" in text
+    else:  # torch <= 2.12: FakeTensorMode's own wording
+        assert "Unhandled FakeTensor Device Propagation for aten." in text and "found two different devices" in text
+    assert any(key in text for key in tc.device.DEVICE_MISMATCH)
+    hint = next(h for key, h in checks.HINTS.items() if key in text)
+    assert "different devices" in hint
+
+
+@pytest.mark.parametrize("text", [
+    "Expected all tensors to be on the same device, but got mat1 is on cpu, different from other tensors on cuda:0 "
+    "(when checking argument in method wrapper_CUDA_addmm)",  # a real GPU, recent torch
+    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu! (when checking "
+    "argument for argument mat1 in method wrapper_CUDA_addmm)",  # a real GPU, torch 2.4
+    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",  # sim, 2.13
+    "Unhandled FakeTensor Device Propagation for aten.mm.default, found two different devices cpu, cuda:0",  # sim, 2.12
+])
+def test_every_device_wording_gets_the_device_hint(text):
+    def mismatch():
+        raise RuntimeError(text)
+
+    with pytest.raises(CheckFailed, match=r"(?s)raised RuntimeError: .*Hint: two tensors of one operation are on "
+                                          r"different devices"):
+        checks.call(mismatch)
+
+
+@pytest.mark.parametrize("text", [
+    "PyTorch is not linked with support for cuda devices", "Torch not compiled with CUDA enabled",
+    "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver",
+    "CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+])
+def test_simulation_limit_knows_every_builds_words_for_the_cuda_runtime(text):
+    assert tc.device.simulation_limit(RuntimeError(text))
+    assert not tc.device.simulation_limit(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
 
 
 def test_simulation_says_so_and_restores_autograd(capsys):
@@ -60,6 +94,85 @@ def test_simulation_says_so_and_restores_autograd(capsys):
     loss.backward()  # real autograd works again
 
 
+# Learner code the simulated cuda:0 must run without a real device move (CPU-only builds and CUDA builds without a
+# driver alike) and without ever aborting the process, whatever grad mode it sets. Each runs in its own process.
+TRAINING_IDIOMS = {
+    "plain": "loss = F.cross_entropy(model(x.to(dev)), y.to(dev)); loss.backward(); opt.step()",
+    "enable_grad": "with torch.enable_grad():\n    loss = F.cross_entropy(model(x.cuda()), y.cuda()); loss.backward()\nopt.step()",
+    "set_grad_enabled": "model.train()\nwith torch.set_grad_enabled(model.training):\n"
+                        "    loss = F.cross_entropy(model(x.to('cuda')), y.to(device='cuda')); loss.backward(); opt.step()",
+    "grad_on_globally": "torch.set_grad_enabled(True)\nloss = F.cross_entropy(model(x.to(dev)), y.to(dev))\n"
+                        "torch.autograd.backward(loss); opt.step()",
+    "closure": "def closure():\n    opt.zero_grad(); l = F.cross_entropy(model(x.to(dev)), y.to(dev)); l.backward(); return l\n"
+               "loss = opt.step(closure)",
+    "autograd_grad": "with torch.enable_grad():\n    w = torch.zeros(3, device=dev, requires_grad=True)\n"
+                     "    loss = (model(x.to(dev)) * w).sum(); g, = torch.autograd.grad(loss, [w])\nassert g.device == dev",
+    "new_model_inside": "m = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3)).to(dev)\n"
+                        "o = torch.optim.AdamW(m.parameters())\nwith torch.enable_grad():\n"
+                        "    loss = F.cross_entropy(m(x.to(dev)), y.to(dev)); loss.backward()\n"
+                        "torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0); o.step(); m.eval()\nm(x.to(dev))",
+    "creating_and_indexing": "w = torch.as_tensor(x, device=dev); v = x.to(w); b = torch.empty(6, 4, device=dev).copy_(x)\n"
+                             "z = w.new_tensor([1.0, 2.0]); w[0] = 1.0; i = w[0, 1:]; p = x.pin_memory().to(dev)\n"
+                             "loss = model(b).sum()",
+    "numbers_out": "out = model(x.to(dev)); loss = out.sum()\n"
+                   "n = [float(loss.detach().cpu().numpy()), out.argmax(1).tolist(), int(out.argmax(1)[0]), loss.item()]",
+}
+
+
+def test_simulated_training_idioms_never_abort():
+    """All idioms in one child process (autograd on fake cuda would kill it): each prints its name when it survived."""
+    script = """
+import torch, trainclinic as tc
+from torch import nn
+from torch.nn import functional as F
+x, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])
+for name, code in IDIOMS.items():
+    print("start", name, flush=True)
+    with tc.SimulatedCuda(say=False) as sim:
+        dev = sim.device
+        model = sim.model(tc.mlp(inputs=4, hidden=8, outputs=3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        exec(code)
+    assert torch.is_grad_enabled(), name
+    print("survived", name, flush=True)
+"""
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "src"), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", f"IDIOMS = {TRAINING_IDIOMS!r}\n" + script], capture_output=True,
+                          text=True, env=env, timeout=300)
+    survived = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("survived")]
+    assert proc.returncode == 0 and survived == list(TRAINING_IDIOMS), (proc.returncode, proc.stdout[-500:],
+                                                                       proc.stderr[-1500:])
+
+
+def test_a_real_module_moved_inside_the_simulation_gets_its_tensors_back():
+    model = tc.mlp(inputs=4, hidden=8, outputs=3)
+    params = list(model.parameters())
+    values = [p.detach().clone() for p in params]
+    with tc.SimulatedCuda(say=False) as sim:
+        model.to(sim.device)  # learner code moving a real model
+        assert next(model.parameters()).device == sim.device
+        model(torch.randn(2, 4).to(sim.device))
+        moved = sim.model(model)
+        assert all(p.device == sim.device for p in moved.parameters())
+    assert all(p is q and torch.equal(p, v) for p, q, v in zip(model.parameters(), params, values))
+    assert model(torch.randn(2, 4)).shape == (2, 3)
+
+
+def test_sim_model_leaves_the_real_module_alone():
+    model = tc.mlp(inputs=4, hidden=8, outputs=3)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with tc.SimulatedCuda(say=False) as sim:
+        fake = sim.model(model)
+        fake.to(sim.device)  # a no-op: already there
+        fake.double()
+        assert next(fake.parameters()).dtype == torch.float64 and next(fake.parameters()).device == sim.device
+        fake.cpu()  # a fake model moved back to the CPU meets a cuda batch: PyTorch's own error
+        with pytest.raises(RuntimeError, match="|".join(tc.device.DEVICE_MISMATCH)):
+            fake.float()(torch.randn(2, 4).to(sim.device))
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
+    assert all(p.device.type == "cpu" and p.dtype == torch.float32 for p in model.parameters())
+
+
 def test_accelerator_is_real_on_gpu_and_simulated_on_cpu():
     assert isinstance(tc.accelerator(torch.device("cpu"), say=False), tc.SimulatedCuda)
     assert not isinstance(tc.accelerator(torch.device("cuda", 0), say=False), tc.SimulatedCuda)
@@ -71,6 +184,10 @@ def test_strays_lists_what_is_elsewhere(capsys):
     assert rows == [] and "no strays" in capsys.readouterr().out
     rows = tc.strays(torch.device("cuda", 0), model, x=torch.zeros(2), note="not a tensor")
     assert len(rows) == 2 * 3 + 1 and rows[-1][0] == "tensor x"
+    with tc.accelerator(torch.device("cpu"), say=False) as gpu:  # the lesson's diagnose cell: only the batch strays
+        moved = gpu.model(model)
+        rows = tc.strays(gpu.device, moved, x=torch.zeros(2), y=gpu.tensor(torch.zeros(2)))
+    assert [name for name, _ in rows] == ["tensor x"]
 
 
 def test_data_is_seeded_and_shaped():

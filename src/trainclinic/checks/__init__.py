@@ -30,7 +30,8 @@ def _where(exc):
     if not frames:
         return ""
     f = frames[-1]
-    return f" (at line {f.lineno}: {f.line.strip()})" if f.line else f" (at line {f.lineno})"
+    where = f"in {f.name}, line {f.lineno}" if f.name.isidentifier() else f"at line {f.lineno}"
+    return f" ({where}: {f.line.strip()})" if f.line else f" ({where})"
 
 
 @contextlib.contextmanager
@@ -52,9 +53,20 @@ def quiet():
         yield caught
 
 
-HINTS = {
-    "Expected all tensors to be on the same device": "one tensor is on another device than the rest: move inputs with "
-    ".to(device) and create new tensors with device=<an input>.device.",
+_DEVICE_HINT = ("two tensors of one operation are on different devices (the message names both): move inputs with "
+                ".to(device) and create new tensors with device=<an input>.device.")
+_CUDA_HINT = ("the code asked for CUDA itself (.cuda(), device='cuda') on a machine without it: use the `device` "
+              "it is given, with .to(device).")
+
+HINTS = {  # the first key found in the exception's text gives the hint
+    "Expected all tensors to be on the same device": _DEVICE_HINT,  # real GPU (all torch), simulation torch >= 2.13
+    "found two different devices": _DEVICE_HINT,  # the simulation (FakeTensorMode), torch <= 2.12
+    "Torch not compiled with CUDA enabled": _CUDA_HINT,  # CPU-only build
+    "not linked with support for cuda": _CUDA_HINT,  # CPU-only build, some calls
+    "Found no NVIDIA driver": _CUDA_HINT,  # CUDA build without a GPU (Colab's CPU runtime)
+    "CUDA driver version is insufficient": _CUDA_HINT,  # the same, other calls
+    "does not require grad and does not have a grad_fn": "the loss has no graph back to the parameters: compute it "
+    "outside torch.no_grad(), from the model's output, without .detach() or .item().",
     "expected scalar type": "two tensors have different dtypes: match them with .to(dtype) or create them with the same dtype.",
     "cannot be multiplied": "the two shapes in the message must agree on their inner dimension: check the layer sizes.",
 }

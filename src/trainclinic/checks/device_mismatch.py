@@ -2,7 +2,8 @@
 
 Each runs the learner's function on the present device (and on the CPU) for its results, and on a
 simulated cuda:0 (FakeTensorMode) when no GPU is present, so a tensor left on the CPU is caught on any
-machine.
+machine. `seed` drives a sweep: batch sizes (a batch of one included), widths, class counts, dtypes
+(float32, float64, bfloat16), the batch's extra items.
 """
 import copy
 
@@ -12,7 +13,7 @@ from torch.nn import functional as F
 
 from .. import data, models
 from ..device import SimulatedCuda, pick_device
-from . import SimulationLimit, call, check, close, expect
+from . import CheckFailed, SimulationLimit, call, check, close, expect
 
 __all__ = ["check_to_device", "check_class_weighted_loss", "check_train_step"]
 
@@ -31,41 +32,85 @@ def _gpu_probe(run):
     """Run `run(sim)` on the simulated cuda:0 when no GPU is here; return a label for the success line."""
     if pick_device().type in ("cuda", "mps"):
         return ""  # the present-device run already used a real GPU
+    grad_mode = torch.is_grad_enabled()
     try:
         with SimulatedCuda(say=False) as sim:
             run(sim)
     except SimulationLimit as limit:
         return f" (the simulated cuda:0 cannot run this code, so its device check was skipped: {limit})"
+    finally:
+        torch.set_grad_enabled(grad_mode)
     return " and on a simulated cuda:0"
 
 
-def _leaves(batch):
+def _sweep(seed):
+    """A generator and the sweep's choices for this seed."""
+    g = torch.Generator().manual_seed(seed)
+    pick = lambda options: options[int(torch.randint(len(options), (1,), generator=g))]  # noqa: E731
+    return g, pick
+
+
+# ---- 3a: to_device ------------------------------------------------------------------------------------------
+
+def _sample_batches(seed):
+    """A tuple, a list and a dict batch: inputs, labels, a third tensor, and non-tensor items, swept by seed."""
+    g, pick = _sweep(seed)
+    n = pick([1, 2, 3, 5, 6, 8]) if seed else 6
+    x = torch.randn(n, pick([3, 4, 7]), generator=g).to(pick([torch.float32, torch.float64, torch.bfloat16]) if seed
+                                                          else torch.float32)
+    y = torch.randint(0, 3, (n,), generator=g)
+    w = torch.rand(n, generator=g) if seed % 2 else torch.rand(n, generator=g) > 0.5  # weights, or a bool mask
+    ids = [f"id{i}" for i in range(n)]
+    tup = (x, y, w) if seed % 3 != 1 else (x, y, "train", w)
+    lst = [x, y, w, ids] if seed % 2 == 0 else [ids, x, y, w, 3]
+    dct = {"inputs": x, "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None}
+    return [tup, lst, dct]
+
+
+def _items(batch):
     """(label, value) for each item of a tuple, list or dict batch."""
     if isinstance(batch, dict):
         return [(f"batch[{k!r}]", v) for k, v in batch.items()]
     return [(f"batch[{i}]", v) for i, v in enumerate(batch)]
 
 
-def _sample_batches(seed):
-    x, y = data.blobs(n=6, features=4, classes=3, seed=seed).tensors
-    w = torch.rand(6, generator=torch.Generator().manual_seed(seed))
-    return [(x, y), [x, y, w], {"inputs": x, "labels": y, "ids": ["a", "b"], "epoch": 3}]
+def _fresh(batch):
+    """A new container holding the same items (a to_device that updates its input in place must not fool us)."""
+    return dict(batch) if isinstance(batch, dict) else type(batch)(list(batch))
 
 
 def _verify_moved(to_device, batch, device, real=True):
-    out = call(to_device, batch, device, name="to_device")
-    expect(type(out) is type(batch) or (isinstance(out, (tuple, list)) and isinstance(batch, (tuple, list))),
-           "to_device's result", f"a {type(batch).__name__} like its input", type(out).__name__)
-    got, want = dict(_leaves(out)), dict(_leaves(batch))
-    expect(set(got) == set(want), "to_device's result", f"the same items {sorted(want)}", f"{sorted(got)}")
+    kind = type(batch).__name__
+    out = call(to_device, _fresh(batch), device, name="to_device")
+    expect(type(out) is type(batch), f"to_device's result for a {kind} batch",
+           f"a {kind} (keep the batch's type: code that unpacks or indexes the batch relies on it)",
+           f"a {type(out).__name__}" if out is not None else "None (did it return its result?)")
+    got, want = dict(_items(out)), dict(_items(batch))
+    expect(list(got) == list(want), f"to_device's result for a {kind} batch", f"the same items {list(want)}",
+           f"{list(got)}")
+    tensors = [(label, value, got[label]) for label, value in want.items() if torch.is_tensor(value)]
     for label, value in want.items():
-        moved = got[label]
         if not torch.is_tensor(value):
-            expect(moved == value, label, f"unchanged ({value!r}: not a tensor)", repr(moved))
-            continue
+            expect(got[label] is value or got[label] == value, label,
+                   f"unchanged ({value!r} is not a tensor)", repr(got[label]))
+    for label, value, moved in tensors:
         expect(torch.is_tensor(moved), label, "a tensor", type(moved).__name__)
-        expect(_same_device(moved, device), f"{label} after to_device", f"on {device}", f"on {moved.device}",
-               "move every tensor in the batch (inputs AND labels), not only the first one.")
+    stayed = [(label, moved) for label, _, moved in tensors if not _same_device(moved, device)]
+    if stayed:
+        where = sorted({str(m.device) for _, m in stayed})
+        names = ", ".join(f"{label} on {m.device}" for label, m in stayed)
+        if len(stayed) < len(tensors):
+            moved_names = ", ".join(label for label, _, m in tensors if _same_device(m, device))
+            raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device}, observed "
+                              f"{moved_names} on {device} but {names}.\nHint: move every tensor of the batch, "
+                              f"whatever its position, name or dtype.")
+        if all(m.device == v.device for _, v, m in tensors):
+            raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device}, observed all "
+                              f"{len(tensors)} still on {', '.join(where)}, where they were.\nHint: `t.to(device)` "
+                              f"returns a new tensor and leaves `t` where it was: put what it returns in the result.")
+        raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device} (the `device` "
+                          f"argument), observed {names}.")
+    for label, value, moved in tensors:
         expect(moved.dtype == value.dtype and moved.shape == value.shape, label,
                f"dtype {value.dtype} and shape {tuple(value.shape)} kept", f"{moved.dtype}, {tuple(moved.shape)}")
         if real:
@@ -85,94 +130,182 @@ def check_to_device(to_device, seed=0):
             _verify_moved(to_device, batch, sim.device, real=False)
 
     where = _gpu_probe(probe)
-    return f"tuple, list and dict batches moved to {', '.join(map(str, _devices()))}{where}; non-tensors kept"
+    return f"tuple, list and dict batches moved to {', '.join(map(str, _devices()))}{where}; types and non-tensors kept"
 
+
+# ---- 3b: class_weighted_loss -----------------------------------------------------------------------------------
 
 def reference_weights(class_counts, like):
     """Balanced class weights n / (classes * count), on `like`'s device and dtype."""
-    counts = torch.as_tensor(class_counts, dtype=like.dtype, device=like.device)
-    return counts.sum() / (len(class_counts) * counts)
+    counts = torch.as_tensor(class_counts, dtype=torch.float64)
+    return (counts.sum() / (len(class_counts) * counts)).to(device=like.device, dtype=like.dtype)
+
+
+_TOLERANCE = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-9, 1e-10), torch.bfloat16: (2e-2, 2e-2)}
+
+
+def _loss_case(seed, n=None, classes=None):
+    """Counts (distinct, weights not all integers), logits and targets for one seed of the sweep."""
+    g, pick = _sweep(seed)
+    classes = classes or (3 if not seed else pick([2, 3, 4, 5, 6]))
+    n = n or (10 if not seed else pick([1, 2, 5, 7, 10, 16]))
+    while True:
+        counts = (torch.randperm(55, generator=g)[:classes] + 5).tolist()
+        if any((sum(counts) / (classes * c)) % 1 for c in counts):
+            break
+    dtypes = [torch.float32] if not seed else [torch.float32, pick([torch.float64, torch.bfloat16])]
+    logits = torch.randn(n, classes, generator=g) * 2
+    targets = torch.randint(0, classes, (n,), generator=g)
+    return counts, logits, targets, dtypes
 
 
 @check("class_weighted_loss")
-def check_class_weighted_loss(class_weighted_loss, seed=0, n=10, classes=3):
+def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None):
     """class_weighted_loss(logits, targets, class_counts) = cross-entropy with balanced weights, on logits' device."""
-    g = torch.Generator().manual_seed(seed)
-    counts = torch.randint(5, 60, (classes,), generator=g).tolist()
-    logits = torch.randn(n, classes, generator=g)
-    targets = torch.randint(0, classes, (n,), generator=g)
+    counts, logits, targets, dtypes = _loss_case(seed, n, classes)
+    dtypes = dtypes if torch.float64 in dtypes or torch.bfloat16 in dtypes else dtypes + [torch.float64]
     for device in _devices():
-        lg = logits.to(device).requires_grad_()
-        tg = targets.to(device)
-        got = call(class_weighted_loss, lg, tg, list(counts), name="class_weighted_loss")
-        want = F.cross_entropy(lg.detach(), tg, weight=reference_weights(counts, lg))
-        expect(torch.is_tensor(got), "the loss", "a tensor (so it can be backpropagated)", type(got).__name__,
-               "return the loss tensor itself, not loss.item().")
-        expect(got.dim() == 0, "the loss", "a scalar (0-dim tensor)", f"shape {tuple(got.shape)}")
-        expect(got.requires_grad, "the loss", "connected to logits (requires_grad)", "no gradient path",
-               "compute it from logits with PyTorch operations; do not detach or rebuild it.")
-        expect(_same_device(got, device), "the loss", f"on {device}", f"on {got.device}")
-        expect(close(got, want), f"the loss on {device} (counts {counts})", f"{want.item():.5f}", f"{got.item():.5f}",
-               "weight class c by n_total / (n_classes * count_c) and pass it as `weight=` to the cross-entropy.")
+        for dtype in dtypes:
+            lg = logits.to(device, dtype).requires_grad_()
+            tg = targets.to(device)
+            try:
+                got = call(class_weighted_loss, lg, tg, list(counts), name="class_weighted_loss")
+            except CheckFailed as failed:
+                if dtype == torch.float32:
+                    raise
+                text = str(failed).split("\nHint:")[0]
+                hint = ("\nHint: create the weight tensor with the logits' dtype too (dtype=logits.dtype)."
+                        if "scalar type" in text or "dtype" in text else "")
+                raise CheckFailed(f"with {dtype} logits (float32 ones worked): {text}{hint}") from None
+            want = F.cross_entropy(lg.detach().double(), tg, weight=reference_weights(counts, lg.double()))
+            expect(torch.is_tensor(got), "the loss", "a tensor (so it can be backpropagated)", type(got).__name__,
+                   "return the loss tensor itself, not loss.item().")
+            expect(got.dim() == 0, "the loss", "a scalar (0-dim tensor)", f"shape {tuple(got.shape)}")
+            expect(got.requires_grad, "the loss", "connected to logits (requires_grad)", "no gradient path",
+                   "compute it from logits with PyTorch operations; do not detach or rebuild it.")
+            expect(_same_device(got, device), "the loss", f"on {device}, with the logits", f"on {got.device}")
+            expect(got.dtype == dtype, f"the loss for {dtype} logits", f"dtype {dtype}, the logits' dtype",
+                   f"{got.dtype}", "build the weights with dtype=logits.dtype: other dtypes change the loss's.")
+            rtol, atol = _TOLERANCE[dtype]
+            expect(close(got, want, rtol=rtol, atol=atol),
+                   f"the loss for {dtype} logits on {device} (n={len(targets)}, counts {counts})",
+                   f"{want.item():.6g}", f"{got.item():.6g}",
+                   "weight class c by n_total / (n_classes * class_counts[c]) and pass it as `weight=` to the "
+                   "cross-entropy (its mean divides by the sum of the picked weights).")
 
     def probe(sim):
         got = call(class_weighted_loss, sim.tensor(logits), sim.tensor(targets), list(counts),
                    name="class_weighted_loss", where="on a simulated cuda:0")
-        expect(_same_device(got, sim.device), "the loss on a simulated cuda:0", "on cuda:0", f"on {got.device}")
+        expect(torch.is_tensor(got) and _same_device(got, sim.device), "the loss on a simulated cuda:0",
+               "on cuda:0, with the logits", f"on {got.device}" if torch.is_tensor(got) else type(got).__name__)
 
     where = _gpu_probe(probe)
-    return f"equals the balanced-weight cross-entropy on {', '.join(map(str, _devices()))}{where}"
+    kinds = "/".join(str(d).replace("torch.", "") for d in dtypes)
+    return f"equals the balanced-weight cross-entropy for {kinds} logits on {', '.join(map(str, _devices()))}{where}"
 
 
-def _setup(seed, batch_size, device):
-    model = models.mlp(inputs=4, hidden=16, outputs=3, depth=2, seed=seed).to(device)
-    x, y = data.blobs(n=batch_size, features=4, classes=3, seed=seed + 1).tensors
-    return model, (x, y)
+# ---- 3c: train_step ----------------------------------------------------------------------------------------------
+
+def _step_case(seed, batch_size=None):
+    g, pick = _sweep(seed)
+    inputs, hidden, classes = (4, 16, 3) if not seed else (pick([3, 4, 6]), pick([8, 12, 16]), pick([2, 3, 5]))
+    n = batch_size or (16 if not seed else pick([1, 3, 5, 8, 16, 21]))
+    dtype = torch.float32 if not seed or seed % 3 else torch.float64
+    x, y = data.blobs(n=n, features=inputs, classes=classes, seed=seed + 1).tensors
+    weighted = bool(seed % 4 == 3)
+    return dict(inputs=inputs, hidden=hidden, classes=classes, dtype=dtype, weighted=weighted), (x.to(dtype), y)
 
 
-def _reference_step(model, batch, device):
+def _loss_fn(case):
+    if not case["weighted"]:
+        return nn.CrossEntropyLoss()
+    weights = torch.linspace(0.5, 2.0, case["classes"], dtype=case["dtype"])
+    return lambda logits, labels: F.cross_entropy(logits, labels, weight=weights.to(logits.device))
+
+
+def _model(case, seed, device):
+    model = models.mlp(inputs=case["inputs"], hidden=case["hidden"], outputs=case["classes"], depth=2, seed=seed)
+    return model.to(device=device, dtype=case["dtype"])
+
+
+def _reference_step(model, batch, loss_fn, device, stale=None):
+    """(model after one SGD step, the loss): zeroed gradients, or `stale` ones kept, as a wrong step would."""
     ref = copy.deepcopy(model)
     opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
     x, y = (t.to(device) for t in batch)
-    loss = nn.CrossEntropyLoss()(ref(x), y)
+    for p in ref.parameters():
+        p.grad = None if stale is None else torch.full_like(p, stale)
+    loss = loss_fn(ref(x), y)
     loss.backward()
     opt.step()
     return ref, loss.item()
 
 
+def _stale_only_step(model, device):
+    """The model after an SGD step on the stale gradients alone (stepping before backward)."""
+    ref = copy.deepcopy(model)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    for p in ref.parameters():
+        p.grad = torch.full_like(p, 0.5)
+    opt.step()
+    return ref
+
+
+def _max_diff(a, b):
+    return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
+
+
 @check("train_step")
-def check_train_step(train_step, seed=0, batch_size=16):
+def check_train_step(train_step, seed=0, batch_size=None):
     """train_step(model, batch, loss_fn, optimizer, device) does one correct step with the batch on the model's device."""
+    case, batch = _step_case(seed, batch_size)
+    loss_fn = _loss_fn(case)
+    tol = 1e-5 if case["dtype"] == torch.float32 else 1e-9
     for device in _devices():
-        model, batch = _setup(seed, batch_size, device)
-        ref, ref_loss = _reference_step(model, batch, device)
+        model = _model(case, seed, device)
+        ref, ref_loss = _reference_step(model, batch, loss_fn, device)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         for p in model.parameters():  # stale gradients, as after a previous step
             p.grad = torch.full_like(p, 0.5)
-        seen = []
-        hook = model.register_forward_pre_hook(lambda m, args: seen.extend(a.device for a in args if torch.is_tensor(a)))
+        grad_mode = torch.is_grad_enabled()
         try:
-            got = call(train_step, model, batch, nn.CrossEntropyLoss(), opt, device, name="train_step")
+            got = call(train_step, model, [t.clone() for t in batch], loss_fn, opt, device, name="train_step")
         finally:
-            hook.remove()
-        expect(isinstance(got, float), "train_step's return value", "the loss as a Python float (loss.item())",
-               type(got).__name__, "a tensor keeps its whole graph alive; return loss.item().")
-        expect(close(got, ref_loss), f"the loss on {device}", f"{ref_loss:.5f}", f"{got:.5f}")
-        expect(all(_same_device(torch.empty(0, device=d), device) for d in seen) and seen,
-               "the model's inputs", f"on {device}", f"{sorted(set(map(str, seen)))}")
-        diff = max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
-        expect(diff < 1e-5, f"the parameters after one step on {device}", "those of exactly one SGD step on this batch",
-               f"a max difference of {diff:.3g}",
-               "call optimizer.zero_grad() before loss.backward(), then optimizer.step() once.")
+            torch.set_grad_enabled(grad_mode)
+        expect(isinstance(got, float) and not isinstance(got, bool), "train_step's return value",
+               "the loss as a Python float (loss.item())", type(got).__name__,
+               "a tensor keeps its whole graph alive; return loss.item().")
+        diff = _max_diff(model, ref)
+        if diff > tol:
+            model_before = _model(case, seed, device)
+            stale, _ = _reference_step(model_before, batch, loss_fn, device, stale=0.5)
+            unchanged = _max_diff(model, model_before)
+            if _max_diff(model, stale) <= tol:
+                observed = "the step of this batch's gradients PLUS the stale ones already in .grad"
+                hint = "call optimizer.zero_grad() before loss.backward(): gradients add up in .grad."
+            elif unchanged <= tol:
+                observed = "parameters that did not change"
+                hint = "call loss.backward() to fill .grad, then optimizer.step() (after zero_grad, not between)."
+            elif _max_diff(model, _stale_only_step(model_before, device)) <= tol:
+                observed = "a step on the stale gradients only (the step came before this batch's backward)"
+                hint = "the order is zero_grad, loss, backward, step."
+            else:
+                observed, hint = f"parameters that differ by up to {diff:.3g} from one SGD step on this batch", ""
+            expect(False, f"the parameters after train_step on {device}", "exactly one SGD step on this batch's "
+                   "gradients (the .grad it was given holds stale ones)", observed, hint)
+        expect(close(got, ref_loss, rtol=tol * 10, atol=tol), f"the returned loss on {device}",
+               f"{ref_loss:.6g}, the loss of the batch before the step", f"{got:.6g}")
 
-    model, batch = _setup(seed, batch_size, torch.device("cpu"))  # real tensors: made outside the fake mode
+    model = _model(case, seed, torch.device("cpu"))  # real tensors: the simulation makes its fake twins
 
     def probe(sim):
         fake = sim.model(model)
         opt = torch.optim.SGD(fake.parameters(), lr=0.1, momentum=0.9)
-        call(train_step, fake, batch, nn.CrossEntropyLoss(), opt, sim.device, name="train_step",
+        call(train_step, fake, [t.clone() for t in batch], loss_fn, opt, sim.device, name="train_step",
              where="with the model on a simulated cuda:0 and the batch on the CPU")
         expect(sim.backward_calls == 1, "backward() calls on a simulated cuda:0", "1", sim.backward_calls)
 
     where = _gpu_probe(probe)
-    return f"one correct SGD step, loss returned as a float, batch moved, on {', '.join(map(str, _devices()))}{where}"
+    dt = str(case["dtype"]).replace("torch.", "")
+    return (f"one correct SGD step ({dt}, batch of {len(batch[1])}), loss returned as a float, batch moved, "
+            f"on {', '.join(map(str, _devices()))}{where}")
