@@ -218,3 +218,101 @@ def test_describe_finite_scan():
     with torch.no_grad():
         model.bias.fill_(float("nan"))
     assert set(nonfinite.scan(model)) == {"bias"}
+
+
+# ---- what lesson 04 says about PyTorch, checked on the installed torch -----------------------------------------
+
+def test_norm_gradient_at_zero():
+    """torch's norm has a zero gradient at 0; a hand-written sqrt((x**2).sum()) has a NaN one (lesson 04's table)."""
+    x = torch.zeros(3, requires_grad=True)
+    x.norm().backward()
+    assert torch.equal(x.grad, torch.zeros(3))
+    x.grad = None
+    torch.linalg.vector_norm(x).backward()
+    assert torch.equal(x.grad, torch.zeros(3))
+    x.grad = None
+    torch.sqrt((x ** 2).sum()).backward()
+    assert torch.isnan(x.grad).all()
+
+
+def _amp_steps(dtype, steps=6):
+    torch.manual_seed(0)
+    model = tc.mlp(inputs=8, hidden=32, outputs=1, activation=nn.ReLU, seed=0)
+    x, y = torch.randn(32, 8) * 1e5, torch.randn(32, 1)  # unnormalised features: activations above 65504
+    opt = torch.optim.SGD(model.parameters(), lr=1e-12)
+    scaler = torch.amp.GradScaler("cpu", enabled=dtype == torch.float16)
+    before = [p.detach().clone() for p in model.parameters()]
+    losses, skipped = [], 0
+    for _ in range(steps):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=dtype):
+            loss = nn.functional.mse_loss(model(x), y)
+        scale = scaler.get_scale() if scaler.is_enabled() else 0.0
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        skipped += scaler.is_enabled() and scaler.get_scale() < scale
+        losses.append(loss.item())
+    moved = max((p.detach() - b).abs().max().item() for p, b in zip(model.parameters(), before))
+    return losses, skipped, moved
+
+
+def test_gradscaler_cannot_rescue_a_forward_overflow():
+    """float16 overflows in the forward pass: GradScaler skips every step and the weights never change; bfloat16
+    has float32's range and trains (lesson 04's mixed-precision cell and table row)."""
+    losses, skipped, moved = _amp_steps(torch.float16)
+    assert not any(math.isfinite(v) for v in losses) and skipped == len(losses) and moved == 0
+    losses, skipped, moved = _amp_steps(torch.bfloat16)
+    assert all(math.isfinite(v) for v in losses) and moved > 0
+
+
+# ---- lesson 04's checks: pieces that need no notebook ----------------------------------------------------------
+
+def test_step_named_accepts_reasonable_forms():
+    from trainclinic.checks.nan_loss import step_named
+
+    for text in ("non-finite loss at step 7", "Step 7/20: NaN", "loss is nan (step=7)", "at step #7", "STEP: 7",
+                 "iteration 7 failed", "global_step=7", "step no. 7", "steps 7"):
+        assert 7 in step_named(text), text
+    for text in ("non-finite loss at 7", "timestep 7", "stepped 7 times"):
+        assert 7 not in step_named(text), text
+
+
+def test_checks_restore_global_state():
+    """Learner code that switches grad mode off or changes the default dtype leaves no trace after a check."""
+    from trainclinic.checks import nan_loss
+
+    def train(model, loader, lr, steps):
+        torch.set_default_dtype(torch.float64)
+        torch.set_grad_enabled(False)
+        raise FloatingPointError("step 0")
+
+    with pytest.raises(tc.CheckFailed):
+        nan_loss.check_train(train)
+    assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
+
+
+def test_check_train_stops_a_train_that_never_ends():
+    """A train that skips a NaN step without counting it loops for ever; the check stops it and says so (the lesson's
+    own scan cell would hang on it too, so this is a unit test rather than a graded variant)."""
+    from trainclinic.checks import nan_loss
+
+    def train(model, loader, lr, steps):
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        history = {"step": [], "loss": [], "grad_norm": []}
+        step = 0
+        while step < steps:
+            for batch in loader:
+                if step == steps:
+                    break
+                loss = nan_loss.reference_safe_step(model, batch, nn.MSELoss(), optimizer)
+                if loss is None:
+                    continue  # never counted: never ends
+                history["step"].append(step)
+                history["loss"].append(loss)
+                history["grad_norm"].append(tc.grad_norm(model))
+                step += 1
+        return history
+
+    with pytest.raises(tc.CheckFailed, match="so the check stopped it"):
+        nan_loss.check_train(train)

@@ -1,46 +1,30 @@
-"""Lesson 04 (NaN loss): plausible wrong fixes and correct fixes written differently."""
+"""Lesson 04 (NaN loss): plausible wrong fixes and correct fixes written differently.
 
-LOSS_EQUALS_NAN = '''def safe_step(model, batch, loss_fn, optimizer):
-    inputs, targets = batch
-    optimizer.zero_grad()
-    loss = loss_fn(model(inputs), targets)
-    if loss == float("nan"):          # never True: NaN is not equal to anything, itself included
-        return None
-    loss.backward()
-    optimizer.step()
-    return loss.item()'''
+`blind1_*` are blind round 1 (written from the release notebook alone, without the checks); every misgrade
+they exposed was fixed in the checks, and they stay here as regression cases.
+"""
 
-STEP_THEN_CHECK = '''def safe_step(model, batch, loss_fn, optimizer):
-    inputs, targets = batch
-    optimizer.zero_grad()
-    loss = loss_fn(model(inputs), targets)
-    loss.backward()
-    optimizer.step()                  # the weights are already corrupted...
-    if not torch.isfinite(loss):      # ...by the time this notices
-        return None
-    return loss.item()'''
-
-LOSS_ONLY = '''def safe_step(model, batch, loss_fn, optimizer):
+SAFE_STEP = '''def safe_step(model, batch, loss_fn, optimizer):
     inputs, targets = batch
     optimizer.zero_grad()
     loss = loss_fn(model(inputs), targets)
     if not torch.isfinite(loss):
         return None
-    loss.backward()                   # gradients never checked
-    optimizer.step()
-    return loss.item()'''
-
-ISNAN_ONLY = '''def safe_step(model, batch, loss_fn, optimizer):
-    inputs, targets = batch
-    optimizer.zero_grad()
-    loss = loss_fn(model(inputs), targets)
-    if math.isnan(loss.item()):       # inf slips through, and its gradients become NaN
-        return None
     loss.backward()
+    if not all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None):
+        optimizer.zero_grad()
+        return None
     optimizer.step()
     return loss.item()'''
 
-TRAIN_SKIPS_SILENTLY = '''def train(model, loader, lr, steps):
+
+def safe_step_with(old, new):
+    """The reference safe_step with one line changed (the variants below name the change)."""
+    assert old in SAFE_STEP, old
+    return SAFE_STEP.replace(old, new)
+
+
+TRAIN = '''def train(model, loader, lr, steps):
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     loss_fn = nn.MSELoss()
     history = {"step": [], "loss": [], "grad_norm": []}
@@ -50,26 +34,64 @@ TRAIN_SKIPS_SILENTLY = '''def train(model, loader, lr, steps):
             if step == steps:
                 break
             loss = safe_step(model, batch, loss_fn, optimizer)
-            if loss is not None:           # skipped quietly: nobody hears about the NaN
-                history["step"].append(step)
-                history["loss"].append(loss)
-                history["grad_norm"].append(tc.grad_norm(model))
+            if loss is None:
+                raise FloatingPointError(f"non-finite loss or gradient at step {step}: step skipped, training stopped")
+            history["step"].append(step)
+            history["loss"].append(loss)
+            history["grad_norm"].append(tc.grad_norm(model))
             step += 1
     return history'''
 
-TRAIN_ONE_PASS = '''def train(model, loader, lr, steps):
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    history = {"step": [], "loss": [], "grad_norm": []}
-    for step, batch in enumerate(loader):  # one pass only: stops early when steps > len(loader)
-        if step == steps:
-            break
-        loss = safe_step(model, batch, nn.MSELoss(), optimizer)
-        if loss is None:
-            raise FloatingPointError(f"non-finite loss at step {step}")
-        history["step"].append(step)
-        history["loss"].append(loss)
-        history["grad_norm"].append(tc.grad_norm(model))
-    return history'''
+
+def train_with(old, new):
+    """The reference train with one line changed."""
+    assert old in TRAIN, old
+    return TRAIN.replace(old, new)
+
+
+RAISE = 'raise FloatingPointError(f"non-finite loss or gradient at step {step}: step skipped, training stopped")'
+
+LOSS_EQUALS_NAN = safe_step_with("if not torch.isfinite(loss):", 'if loss == float("nan"):   # never True')
+STEP_THEN_CHECK = '''def safe_step(model, batch, loss_fn, optimizer):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    loss.backward()
+    optimizer.step()                  # the weights are already corrupted...
+    if not torch.isfinite(loss):      # ...by the time this notices
+        return None
+    return loss.item()'''
+LOSS_ONLY = safe_step_with("if not all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None):",
+                           "if False:  # gradients never checked")
+ISNAN_ONLY = '''def safe_step(model, batch, loss_fn, optimizer):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    if math.isnan(loss.item()):       # inf slips through, and its gradients become NaN
+        return None
+    loss.backward()
+    optimizer.step()
+    return loss.item()'''
+ISNAN_GRADS = safe_step_with("if not all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None):",
+                             "if any(torch.isnan(p.grad).any() for p in model.parameters() if p.grad is not None):")
+NO_ZERO_GRAD = safe_step_with("    optimizer.zero_grad()\n    loss = ", "    loss = ")
+OWN_OPTIMIZER = safe_step_with("    optimizer.step()", "    torch.optim.SGD(model.parameters(), lr=0.01).step()")
+STEPS_TWICE = safe_step_with("    optimizer.step()", "    optimizer.step()\n    optimizer.step()")
+CLIP_VALUE = safe_step_with("    optimizer.step()",
+                            "    torch.nn.utils.clip_grad_value_(model.parameters(), 0.5)\n    optimizer.step()")
+TOTAL_NORM = '''def safe_step(model, batch, loss_fn, optimizer):
+    x, y = batch
+    optimizer.zero_grad(set_to_none=True)
+    loss = loss_fn(model(x), y)
+    if not math.isfinite(loss.item()):
+        return None
+    loss.backward()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=float("inf"))   # the norm, not the gradients
+    if not torch.isfinite(total):
+        optimizer.zero_grad(set_to_none=True)
+        return None
+    optimizer.step()
+    return float(loss.detach())'''
 
 ALT_SAFE_STEP = '''def safe_step(model, batch, loss_fn, optimizer):
     x, y = batch
@@ -78,8 +100,8 @@ ALT_SAFE_STEP = '''def safe_step(model, batch, loss_fn, optimizer):
     if not math.isfinite(loss.item()):
         return None
     loss.backward()
-    total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=float("inf"))
-    if not torch.isfinite(total):
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    if not torch.stack([torch.isfinite(g).all() for g in grads]).all():
         optimizer.zero_grad(set_to_none=True)
         return None
     optimizer.step()
@@ -100,27 +122,215 @@ def train(model, loader, lr, steps):
         history["grad_norm"].append(tc.grad_norm(model))
     return history'''
 
+TRAIN_SKIPS_SILENTLY = train_with(RAISE, "step += 1\n                continue   # skipped quietly: nobody hears about the NaN")
+TRAIN_ONE_PASS = '''def train(model, loader, lr, steps):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = {"step": [], "loss": [], "grad_norm": []}
+    for step, batch in enumerate(loader):  # one pass only: stops early when steps > len(loader)
+        if step == steps:
+            break
+        loss = safe_step(model, batch, nn.MSELoss(), optimizer)
+        if loss is None:
+            raise FloatingPointError(f"non-finite loss at step {step}")
+        history["step"].append(step)
+        history["loss"].append(loss)
+        history["grad_norm"].append(tc.grad_norm(model))
+    return history'''
+TRAIN_ADAM = train_with("torch.optim.SGD(model.parameters(), lr=lr)", "torch.optim.Adam(model.parameters(), lr=lr)")
+TRAIN_FIXED_LR = train_with("torch.optim.SGD(model.parameters(), lr=lr)", "torch.optim.SGD(model.parameters(), lr=0.01)")
+TRAIN_SUM = train_with("nn.MSELoss()", 'nn.MSELoss(reduction="sum")')
+TRAIN_STEP_PER_PASS = '''def train(model, loader, lr, steps):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = {"step": [], "loss": [], "grad_norm": []}
+    while len(history["step"]) < steps:
+        for i, batch in enumerate(loader):     # i starts again at 0 on every pass
+            if len(history["step"]) == steps:
+                break
+            loss = safe_step(model, batch, nn.MSELoss(), optimizer)
+            if loss is None:
+                raise FloatingPointError(f"non-finite loss at step {i}")
+            history["step"].append(len(history["step"]))
+            history["loss"].append(loss)
+            history["grad_norm"].append(tc.grad_norm(model))
+    return history'''
+TRAIN_NO_STEP_WORD = train_with(RAISE, 'raise FloatingPointError(f"non-finite loss or gradient at {step}")')
+TRAIN_ITERATION = train_with(RAISE, 'raise FloatingPointError(f"iteration {step}: loss is not finite")')
+TRAIN_STEP_HASH = train_with(RAISE, 'raise FloatingPointError(f"NaN at step #{step} of {steps}")')
+TRAIN_OWN_CLIPPING = '''def train(model, loader, lr, steps):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loss_fn = nn.MSELoss()
+    history = {"step": [], "loss": [], "grad_norm": []}
+    step = 0
+    while step < steps:
+        for x, y in loader:
+            if step == steps:
+                break
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"step {step}: non-finite loss")
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # "just in case"
+            optimizer.step()
+            history["step"].append(step)
+            history["loss"].append(loss.item())
+            history["grad_norm"].append(tc.grad_norm(model))
+            step += 1
+    return history'''
+TRAIN_GRAD_MODE = '''def train(model, loader, lr, steps):
+    torch.set_grad_enabled(True)          # global state, left as it is
+    torch.set_default_dtype(torch.float64)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = {"step": [], "loss": [], "grad_norm": []}
+    it = iter(loader)
+    for step in range(steps):
+        try:
+            batch = next(it)
+        except StopIteration:
+            it = iter(loader)
+            batch = next(it)
+        loss = safe_step(model, batch, nn.MSELoss(), optimizer)
+        if loss is None:
+            raise FloatingPointError(f"{step=}: NaN or inf")
+        history["step"].append(step)
+        history["loss"].append(loss)
+        history["grad_norm"].append(tc.grad_norm(model))
+    torch.set_grad_enabled(False)
+    return history'''
+
 SKIP_WORDS = "a batch with a NaN input"
 VARIANTS = {
-    "loss_equals_nan": {
-        "cells": {"safe_step": LOSS_EQUALS_NAN},
-        "lost": {"check_safe_step": SKIP_WORDS, "check_train": "still finite (never trained on it)"},
-    },
-    "step_then_check": {
-        "cells": {"safe_step": STEP_THEN_CHECK},
-        "lost": {"check_safe_step": SKIP_WORDS, "check_train": "still finite (never trained on it)"},
-    },
-    "loss_checked_not_gradients": {
-        "cells": {"safe_step": LOSS_ONLY},
-        "lost": {"check_safe_step": "a loss whose value is finite but whose gradient is NaN"},
-    },
-    "isnan_misses_inf": {
-        "cells": {"safe_step": ISNAN_ONLY},
-        "lost": {"check_safe_step": "a batch with an inf target", "check_train": "the weights after train at lr=100"},
-    },
-    "train_skips_silently": {"cells": {"train": TRAIN_SKIPS_SILENTLY}, "lost": {"check_train": "FloatingPointError naming step 2"}},
-    "train_one_pass": {"cells": {"train": TRAIN_ONE_PASS}, "lost": {"check_train": "going through the loader again"}},
-    "rate_still_too_high": {"cells": {"stable_lr": "LR = 1.0"}, "lost": {"check_stable_lr": "went non-finite"}},
-    "rate_too_low": {"cells": {"stable_lr": "LR = 1e-4"}, "lost": {"check_stable_lr": "too low"}},
+    "loss_equals_nan": {"cells": {"safe_step": LOSS_EQUALS_NAN}, "lost": {"check_safe_step": "is never True"}},
+    "step_then_check": {"cells": {"safe_step": STEP_THEN_CHECK}, "lost": {"check_safe_step": "only after stepping"}},
+    "loss_checked_not_gradients": {"cells": {"safe_step": LOSS_ONLY}, "lost": {"check_safe_step": "gradients are NaN"}},
+    "isnan_misses_inf": {"cells": {"safe_step": ISNAN_ONLY}, "lost": {"check_safe_step": "isnan is False for inf"}},
+    "isnan_gradients_miss_inf": {"cells": {"safe_step": ISNAN_GRADS},
+                                 "lost": {"check_safe_step": "gradients are inf, not NaN"}},
+    "no_zero_grad": {"cells": {"safe_step": NO_ZERO_GRAD}, "lost": {"check_safe_step": "left in p.grad"}},
+    "own_optimizer": {"cells": {"safe_step": OWN_OPTIMIZER}, "lost": {"check_safe_step": "one of its own"}},
+    "steps_twice": {"cells": {"safe_step": STEPS_TWICE}, "lost": {"check_safe_step": "expected exactly one, observed 2"}},
+    "clips_gradient_values": {"cells": {"safe_step": CLIP_VALUE},
+                              "lost": {"check_safe_step": "changed between backward() and optimizer.step()"}},
+    "total_norm_refuses_finite_step": {"cells": {"safe_step": TOTAL_NORM}, "lost": {"check_safe_step": "not their total norm"}},
+    "train_skips_silently": {"cells": {"train": TRAIN_SKIPS_SILENTLY}, "lost": {"check_train": "but train went on"}},
+    "train_one_pass": {"cells": {"train": TRAIN_ONE_PASS}, "lost": {"check_train": "after one pass over the loader"}},
+    "train_adam": {"cells": {"train": TRAIN_ADAM}, "lost": {"check_train": "observed torch.optim.Adam(lr=0.05"}},
+    "train_ignores_lr": {"cells": {"train": TRAIN_FIXED_LR}, "lost": {"check_train": "observed torch.optim.SGD(lr=0.01)"}},
+    "train_sum_of_squares": {"cells": {"train": TRAIN_SUM}, "lost": {"check_train": "a sum, not the mean"}},
+    "train_step_restarts_each_pass": {"cells": {"train": TRAIN_STEP_PER_PASS}, "lost": {"check_train": "position in its pass"}},
+    "train_message_without_step_word": {"cells": {"train": TRAIN_NO_STEP_WORD}, "lost": {"check_train": "not the word 'step'"}},
+    "train_clips_its_own_steps": {"cells": {"train": TRAIN_OWN_CLIPPING},
+                                  "lost": {"check_train": "that is what gradient clipping does"}},
+    "rate_still_too_high": {"cells": {"stable_lr": "LR = 1.0"}, "lost": {"check_stable_lr": "this rate is too high"}},
+    "rate_too_low": {"cells": {"stable_lr": "LR = 1e-4"}, "lost": {"check_stable_lr": "too low to get there"}},
+    "rate_a_bit_low": {"cells": {"stable_lr": "LR = 0.007"}, "lost": {"check_stable_lr": "it fell 8"}},
+    "rate_as_text": {"cells": {"stable_lr": 'LR = "0.05"'}, "lost": {"check_stable_lr": "a positive number"}},
     "written_differently": {"cells": {"safe_step": ALT_SAFE_STEP, "train": ALT_TRAIN, "stable_lr": "LR = 3e-2"}, "lost": {}},
+    "iteration_word_and_global_state": {"cells": {"train": TRAIN_GRAD_MODE}, "lost": {}},
+    "step_named_with_hash": {"cells": {"train": TRAIN_STEP_HASH, "stable_lr": "import numpy as np\nLR = np.float32(0.02)"},
+                             "lost": {}},
+    "step_named_as_iteration": {"cells": {"train": TRAIN_ITERATION}, "lost": {}},
+    "blind1_math_isfinite_iter_next": {
+        "cells": {
+        'safe_step': 'import math\nimport torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), targets)\n    value = float(loss)\n    if not math.isfinite(value):\n        return None\n    loss.backward()\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).all():\n            return None\n    optimizer.step()\n    return value\n',
+        'train': 'import torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    batches = iter(loader)\n    for step in range(steps):\n        try:\n            batch = next(batches)\n        except StopIteration:          # end of an epoch: go through the loader again\n            batches = iter(loader)\n            batch = next(batches)\n        loss = safe_step(model, batch, loss_fn, optimizer)\n        if loss is None:\n            raise FloatingPointError(f"non-finite loss or gradient at step {step}")\n        history["step"].append(step)\n        history["loss"].append(loss)\n        history["grad_norm"].append(tc.grad_norm(model))\n    return history\n',
+        'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 0.05\n'},
+        "lost": {}},
+    "blind1_isnan_isinf_generator": {
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad(set_to_none=True)\n    output = model(x)\n    loss = loss_fn(output, y)\n    if torch.isnan(loss).any() or torch.isinf(loss).any():\n        return None\n    loss.backward()\n    grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]\n    if any(bool((torch.isnan(g) | torch.isinf(g)).any()) for g in grads):\n        return None\n    optimizer.step()\n    return loss.item()\n',
+        'train': 'import torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    def forever():\n        while True:\n            yield from loader            # a new pass (and a new shuffle) each time round\n\n    opt = torch.optim.SGD(model.parameters(), lr=lr)\n    criterion = nn.MSELoss()\n    steps_done, losses, norms = [], [], []\n    for step, (xb, yb) in zip(range(steps), forever()):\n        loss = safe_step(model, (xb, yb), criterion, opt)\n        if loss is None:\n            raise FloatingPointError(f"Step {step}/{steps}: the loss or a gradient became NaN/inf, training stopped")\n        steps_done.append(step)\n        losses.append(loss)\n        norms.append(tc.grad_norm(model))\n    return {"step": steps_done, "loss": losses, "grad_norm": norms}\n',
+        'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 3e-2\n'},
+        "lost": {}},
+    "blind1_autograd_grad_functional": {
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    optimizer.zero_grad()\n    inputs, targets = batch\n    with torch.enable_grad():\n        loss = loss_fn(model(inputs), targets)\n    if not torch.isfinite(loss):\n        return None\n    params = [p for p in model.parameters() if p.requires_grad]\n    grads = torch.autograd.grad(loss, params, allow_unused=True)\n    if not all(g is None or torch.isfinite(g).all() for g in grads):\n        return None\n    for p, g in zip(params, grads):\n        if g is not None:\n            p.grad = g\n    optimizer.step()\n    return loss.detach().item()\n',
+        'train': 'import torch\nimport torch.nn.functional as F\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    torch.manual_seed(0)           # reproducible runs\n    torch.set_num_threads(1)       # tiny model: one thread is fastest\n    model.train()\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    history = {}\n    step = 0\n    while step < steps:\n        for inputs, targets in loader:\n            if step >= steps:\n                break\n            loss = safe_step(model, (inputs, targets), F.mse_loss, optimizer)\n            if loss == None:\n                raise FloatingPointError(f"NaN/inf loss or gradient (step={step})")\n            history.setdefault("step", []).append(step)\n            history.setdefault("loss", []).append(loss)\n            history.setdefault("grad_norm", []).append(tc.grad_norm(model))\n            step += 1\n    return history\n',
+        'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 1 / 20\n'},
+        "lost": {}},
+    "blind1_library_finite_precheck_no_grad": {
+        "cells": {
+        'safe_step': 'import torch\nfrom trainclinic import nonfinite\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.no_grad():                      # cheap look first: no graph\n        if not nonfinite.finite(loss_fn(model(inputs), targets)):\n            return None\n    loss = loss_fn(model(inputs), targets)\n    loss.backward()\n    if not nonfinite.finite([p.grad for p in model.parameters() if p.grad is not None]):\n        return None\n    optimizer.step()\n    return loss.item()\n',
+        'train': 'import itertools\nimport math\nimport torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    dev = next(model.parameters()).device\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    epochs = math.ceil(steps / len(loader))\n    stream = itertools.chain.from_iterable(iter(loader) for _ in range(epochs))\n    history = {"step": [], "loss": [], "grad_norm": []}\n    for step, (x, y) in enumerate(itertools.islice(stream, steps)):\n        loss = safe_step(model, (x.to(dev), y.to(dev)), loss_fn, optimizer)\n        if loss is None:\n            raise FloatingPointError(f"training diverged at step {step}: safe_step found a non-finite loss or gradient")\n        history["step"].append(step)\n        history["loss"].append(loss)\n        history["grad_norm"].append(tc.grad_norm(model))\n    return history\n'},
+        "lost": {}},
+    "blind1_stack_isfinite_set_grad_enabled": {
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    optimizer.zero_grad(set_to_none=False)\n    with torch.set_grad_enabled(True):\n        loss = loss_fn(model(batch[0]), batch[1])\n        if not loss.isfinite().all().item():\n            return None\n        loss.backward()\n    flags = [p.grad.isfinite().all() for p in model.parameters() if p.grad is not None]\n    if flags and not torch.stack(flags).all():\n        return None\n    optimizer.step()\n    return loss.item()\n'},
+        "lost": {}},
+    "blind1_loss_only_check": {  # checks only the loss: a finite loss with NaN gradients (the root_error case) is stepped and writes NaN into the weights ('if any gradient is not finit
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        "lost": {'check_safe_step': 'gradients are NaN'}},
+    "blind1_isnan_loss_backward_on_inf": {  # tests the loss with isnan only: an inf loss goes through backward() (forbidden: 'if the loss is not finite, return None WITHOUT calling backward()'); 
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if torch.isnan(loss):\n        return None\n    loss.backward()\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).all():\n            return None\n    optimizer.step()\n    return loss.item()\n'},
+        "lost": {'check_safe_step': 'loss.backward() was called on the inf loss'}},
+    "blind1_isnan_only": {  # treats only NaN as bad: an inf loss is backpropagated and gradients that are inf (not NaN) are stepped, writing inf into the weights (the text: 'NaN o
+        "cells": {
+        'safe_step': 'import math\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if math.isnan(loss.item()):\n        return None\n    loss.backward()\n    if any(p.grad.isnan().any() for p in model.parameters() if p.grad is not None):\n        return None\n    optimizer.step()\n    return loss.item()\n'},
+        "lost": {'check_safe_step': 'loss.backward() was called on the inf loss'}},
+    "blind1_step_then_check": {  # backward and step before checking: a non-finite loss/gradient has already changed the weights when it returns None ('When it returns None, the weights
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    loss.backward()\n    optimizer.step()\n    if not torch.isfinite(loss):\n        return None\n    for p in model.parameters():\n        if not torch.isfinite(p.grad).all():\n            return None\n    return loss.item()\n'},
+        "lost": {'check_safe_step': 'only after stepping'}},
+    "blind1_nan_to_num_grads": {  # on non-finite gradients it patches them with nan_to_num_ (NaN -> 0, inf -> float32 max) and still steps, then returns None ('return None without stepp
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    bad = False\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).all():\n            bad = True\n            torch.nan_to_num_(p.grad)          # "fix" the bad gradients (StackOverflow): NaN -> 0, inf -> float max\n    optimizer.step()\n    return None if bad else loss.item()\n'},
+        "lost": {'check_safe_step': 'replaced in between'}},
+    "blind1_grad_norm_overflow": {  # tests the total gradient NORM instead of the gradients: a sum of squares overflows to inf while every gradient is still finite (the lesson says so), s
+        "cells": {
+        'safe_step': 'import math\nimport torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    if not math.isfinite(tc.grad_norm(model)):       # one number for all the gradients\n        return None\n    optimizer.step()\n    return loss.item()\n'},
+        "lost": {'check_safe_step': 'not their total norm'}},
+    "blind1_clips_gradients": {  # clips the gradient norm to 1 before stepping: normal steps are no longer the plain optimizer step on the backpropagated gradients whenever the norm ex
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).all():\n            return None\n    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)   # extra safety\n    optimizer.step()\n    return loss.item()\n'},
+        "lost": {'check_safe_step': 'that is what gradient clipping does'}},
+    "blind1_returns_loss_tensor": {  # returns the loss as a 0-d tensor, not a Python float ('return the loss as a Python float'); skipping and stepping are right
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).all():\n            return None\n    optimizer.step()\n    return loss.detach()\n'},
+        "lost": {'check_safe_step': 'a tensor, not a number'}},
+    "blind1_skip_returns_nan": {  # skips the step correctly but returns the non-finite loss (nan/inf) instead of None ('return None'); the reference train then never raises, so check_tr
+        "cells": {
+        'safe_step': 'import math\nimport torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    value = loss.item()\n    if not math.isfinite(value):\n        return value                      # skip the step, but still report the loss\n    loss.backward()\n    if any(not torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None):\n        return float("nan")\n    optimizer.step()\n    return value\n'},
+        "lost": {'check_safe_step': 'expected None (the step was skipped), observed float nan'}},
+    "blind1_one_pass_over_loader": {  # one pass over the loader only: with fewer batches than steps it stops early (8 batches for 60 steps here) ('for exactly steps steps, going through the
+        "cells": {
+        'train': 'import torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    for step, batch in enumerate(loader):\n        if step >= steps:\n            break\n        loss = safe_step(model, batch, loss_fn, optimizer)\n        if loss is None:\n            raise FloatingPointError(f"non-finite loss or gradient at step {step}")\n        history["step"].append(step)\n        history["loss"].append(loss)\n        history["grad_norm"].append(tc.grad_norm(model))\n    return history\n'},
+        "lost": {'check_train': 'train stopped after one pass over the loader'}},
+    "blind1_step_counted_from_1": {  # the error message names the step counting from 1 (one too many) although history['step'] counts from 0 ('names the step, counting from 0 as in history
+        "cells": {
+        'train': 'import torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    step = 0\n    while step < steps:\n        for batch in loader:\n            if step == steps:\n                break\n            loss = safe_step(model, batch, loss_fn, optimizer)\n            step += 1\n            if loss is None:\n                raise FloatingPointError(f"non-finite loss or gradient at step {step}")\n            history["step"].append(step - 1)\n            history["loss"].append(loss)\n            history["grad_norm"].append(tc.grad_norm(model))\n    return history\n'},
+        "lost": {'check_train': 'counted from 1'}},
+    "blind1_message_names_last_good_step": {  # the message names the last GOOD step (one too few), and at step 0 it crashes with IndexError instead of FloatingPointError ('names the step' that fail
+        "cells": {
+        'train': 'import torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    while len(history["step"]) < steps:\n        for batch in loader:\n            if len(history["step"]) == steps:\n                break\n            loss = safe_step(model, batch, loss_fn, optimizer)\n            if loss is None:\n                raise FloatingPointError(f"non-finite loss or gradient after step {history[\'step\'][-1]}")\n            history["step"].append(len(history["step"]))\n            history["loss"].append(loss)\n            history["grad_norm"].append(tc.grad_norm(model))\n    return history\n'},
+        "lost": {'check_train': 'the last step that went well'}},
+    "blind1_skips_bad_batches": {  # skips the bad batch and goes on instead of stopping with FloatingPointError ('when safe_step returns None, stop and raise FloatingPointError')
+        "cells": {
+        'train': 'import torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    step = 0\n    while step < steps:\n        for batch in loader:\n            if step == steps:\n                break\n            loss = safe_step(model, batch, loss_fn, optimizer)\n            if loss is None:\n                print(f"skipping a non-finite loss or gradient at step {step}")\n            else:\n                history["step"].append(step)\n                history["loss"].append(loss)\n                history["grad_norm"].append(tc.grad_norm(model))\n            step += 1\n    return history\n'},
+        "lost": {'check_train': 'but train went on'}},
+    "blind1_raises_runtime_error": {  # raises RuntimeError, not FloatingPointError ('raise FloatingPointError'); the 3c cell's `except FloatingPointError` does not catch it either
+        "cells": {
+        'train': 'import torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    step = 0\n    while step < steps:\n        for batch in loader:\n            if step == steps:\n                break\n            loss = safe_step(model, batch, loss_fn, optimizer)\n            if loss is None:\n                raise RuntimeError(f"non-finite loss or gradient at step {step}")\n            history["step"].append(step)\n            history["loss"].append(loss)\n            history["grad_norm"].append(tc.grad_norm(model))\n            step += 1\n    return history\n'},
+        "lost": {'check_train': 'observed RuntimeError('}},
+    "blind1_sgd_with_momentum": {  # adds momentum=0.9 (tutorial habit): a different optimizer and training run than the asked 'torch.optim.SGD(model.parameters(), lr=lr)'
+        "cells": {
+        'train': 'import torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    step = 0\n    while step < steps:\n        for batch in loader:\n            if step == steps:\n                break\n            loss = safe_step(model, batch, loss_fn, optimizer)\n            if loss is None:\n                raise FloatingPointError(f"non-finite loss or gradient at step {step}")\n            history["step"].append(step)\n            history["loss"].append(loss)\n            history["grad_norm"].append(tc.grad_norm(model))\n            step += 1\n    return history\n'},
+        "lost": {'check_train': 'momentum=0.9'}},
+    "blind1_itertools_cycle": {  # itertools.cycle replays the first epoch's cached batches in the same order instead of going through the (reshuffling) loader again ('going through the
+        "cells": {
+        'train': 'import itertools\nimport torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    for step, batch in zip(range(steps), itertools.cycle(loader)):\n        loss = safe_step(model, batch, loss_fn, optimizer)\n        if loss is None:\n            raise FloatingPointError(f"non-finite loss or gradient at step {step}")\n        history["step"].append(step)\n        history["loss"].append(loss)\n        history["grad_norm"].append(tc.grad_norm(model))\n    return history\n'},
+        "lost": {'check_train': 'replays the first pass'}},
+    "blind1_lr_on_the_edge": {  # 0.2 stays finite but the loss oscillates and does not fall below 10% of its start within 60 steps (mean of the last 5 about 30%; 0.3 already diverges)
+        "cells": {
+        'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 0.2\n'},
+        "lost": {'check_stable_lr': 'this rate is too high (the loss bounces'}},
+    "blind1_lr_too_small": {  # finite but far too slow: the loss is still near its start after 60 steps ('falls below 10% of where it started within 60 steps')
+        "cells": {
+        'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 0.001\n'},
+        "lost": {'check_stable_lr': 'too low to get there'}},
+    "blind1_lr_diverges": {  # 0.3 looks fine for ~25 steps, then blows up (non-finite around step 28-49 depending on the seed): not 'a rate at which the loss stays finite'
+        "cells": {
+        'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 0.3\n'},
+        "lost": {'check_stable_lr': 'this rate is too high for the problem'}},
 }

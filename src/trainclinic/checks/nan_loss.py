@@ -1,35 +1,61 @@
 """Checks for lesson 04, NaN loss: safe_step, train, and a stable learning rate.
 
-All run on the CPU with seeded tiny regression problems (a Tanh MLP on MSE), one thread (tiny models
-are fastest so), so they are deterministic and fast on any machine.
+Everything runs on the CPU, on one thread, on seeded tiny regression problems (Tanh MLPs, mean squared error).
+`seed` drives a sweep: sizes and widths, dtypes (float32, float64; bfloat16 for safe_step), optimizers, a batch
+of one, short last batches, a NaN from the very first step. The learner's code is watched from outside, never
+read: a loss function that records its values and whether backward() went through them, torch's global
+optimizer step pre-hook (which optimizer stepped, with which settings, on which gradients), and parameter hooks
+(the gradients backward() produced). `check_train` runs `train` with the reference `safe_step` in place of the
+learner's, so that each check grades its own cell.
 """
+import contextlib
 import copy
 import math
+import numbers
+import random
 import re
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 from .. import data, models
 from ..nonfinite import describe, finite
-from . import call, check, close, expect
+from . import CheckFailed, _where, call, check, close, expect
 
-__all__ = ["check_safe_step", "check_train", "check_stable_lr", "reference_train"]
-
-SKIP_HINT = ("check the loss with torch.isfinite(loss) BEFORE loss.backward() and optimizer.step(), and return None "
-             "without stepping when it is not finite (note: `loss == float('nan')` is never True, NaN equals nothing).")
-GRAD_HINT = ("a finite loss can still have NaN/inf gradients: after loss.backward(), check that every p.grad (or the "
-             "total gradient norm) is finite before optimizer.step(), and return None when it is not.")
+__all__ = ["check_safe_step", "check_train", "check_stable_lr", "reference_safe_step", "reference_train",
+           "step_named", "nan_gradient_loss", "inf_gradient_loss"]
 
 
+# ---- small helpers --------------------------------------------------------------------------------------------
 
-def _model(seed, inputs=4, hidden=16):
-    return models.mlp(inputs=inputs, hidden=hidden, outputs=1, activation=nn.Tanh, seed=seed)
+@contextlib.contextmanager
+def _kept():
+    """Restore grad mode, anomaly mode and the default dtype, whatever the learner's code sets."""
+    grad, anomaly, dtype = torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype()
+    try:
+        yield
+    finally:
+        torch.set_grad_enabled(grad)
+        torch.set_anomaly_enabled(anomaly)
+        torch.set_default_dtype(dtype)
+
+
+def _model(seed, inputs=4, hidden=16, dtype=torch.float32):
+    return models.mlp(inputs=inputs, hidden=hidden, outputs=1, activation=nn.Tanh, seed=seed).to(dtype)
 
 
 def _state(model):
     return [p.detach().clone() for p in model.parameters()]
+
+
+def _flat(tensors, like=None):
+    """One float64 vector of a list of tensors (None -> zeros shaped like `like`)."""
+    parts = []
+    for i, t in enumerate(tensors):
+        if t is None:
+            t = torch.zeros_like(like[i]) if like is not None else torch.zeros(0)
+        parts.append(t.detach().reshape(-1).to(torch.float64))
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
 
 
 def _bad_weights(model):
@@ -38,7 +64,16 @@ def _bad_weights(model):
 
 
 def _max_change(model, state):
-    return max((p.detach() - s).abs().max().item() for p, s in zip(model.parameters(), state))
+    return max((p.detach().double() - s.double()).abs().max().item() for p, s in zip(model.parameters(), state))
+
+
+def _num(value):
+    return f"{value:.4g}" if isinstance(value, float) and math.isfinite(value) else str(value)
+
+
+def _mse(output, target):
+    """The mean squared error, written out (nn.MSELoss has no bfloat16 CPU kernel before torch 2.5)."""
+    return ((output - target) ** 2).mean()
 
 
 def nan_gradient_loss(output, target):
@@ -47,118 +82,679 @@ def nan_gradient_loss(output, target):
     return torch.where(d > 0, torch.sqrt(d), torch.zeros_like(d)).mean()
 
 
+def inf_gradient_loss(output, target):
+    """The mean squared error plus sqrt(0): the value stays finite, the gradient of output[0] is inf (no NaN)."""
+    first = output.reshape(-1)[0]
+    return _mse(output, target) + torch.sqrt(first - first.detach())
+
+
+def _huge_gradient_loss(scale):
+    def loss(output, target):
+        """A finite loss with huge, finite gradients: their total norm overflows the dtype."""
+        return (output * scale).mean()
+    return loss
+
+
+class _WatchedLoss:
+    """The check's loss function, watched: the values it returned, and whether backward() went through them."""
+
+    def __init__(self, fn):
+        self.fn, self.values, self.backward = fn, [], False
+
+    def __call__(self, output, target):
+        loss = self.fn(output, target)
+        if torch.is_tensor(loss) and loss.numel() == 1:
+            self.values.append(loss.detach().float().item())
+        if torch.is_tensor(loss) and loss.requires_grad:
+            loss.register_hook(self._reached)
+        return loss
+
+    def _reached(self, grad):
+        self.backward = True
+
+
+class _Watch:
+    """While active: every optimizer.step() (torch's global step pre-hook: the optimizer, and the gradients it is
+    about to use) and every gradient backward() writes for `model`'s parameters (parameter hooks)."""
+
+    def __init__(self, model):
+        self.params = list(model.parameters())
+        self.steps = []     # [{"optimizer", "grads": [tensor or None per parameter], "raw": [...]}]
+        self._raw = [None] * len(self.params)  # what backward() gave since the last optimizer step
+        self._handles = []
+
+    def __enter__(self):
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self._handles.append(register_optimizer_step_pre_hook(self._step))
+        for i, p in enumerate(self.params):
+            if p.requires_grad:
+                self._handles.append(p.register_hook(self._grad(i)))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        return False
+
+    def _grad(self, i):
+        def hook(grad):
+            g = grad.detach().clone()
+            self._raw[i] = g if self._raw[i] is None else self._raw[i] + g
+        return hook
+
+    def _step(self, optimizer, args, kwargs):
+        self.steps.append({"optimizer": optimizer, "raw": list(self._raw),
+                           "grads": [None if p.grad is None else p.grad.detach().clone() for p in self.params]})
+        self._raw = [None] * len(self.params)
+
+    @property
+    def raw(self):
+        """The gradients backward() gave since the last optimizer step (None for a parameter it did not reach)."""
+        return list(self._raw)
+
+    def reset(self):
+        self.steps.clear()
+        self._raw = [None] * len(self.params)
+
+
+def _grad_change(raw, used, params):
+    """How the gradients optimizer.step() used differ from the ones backward() gave ('' when they agree)."""
+    r, u = _flat(raw, params), _flat(used, params)
+    if r.numel() != u.numel():
+        return ""
+    if bool(torch.isfinite(r).all()) and bool(torch.isfinite(u).all()):
+        if bool(torch.allclose(u, r, rtol=1e-4, atol=1e-7 * (1 + r.abs().max().item()))):
+            return ""
+        scale = max(r.abs().max().item(), u.abs().max().item(), 1e-300)
+        rn, un = (r / scale).norm().item() * scale, (u / scale).norm().item() * scale
+        r, u = r / scale, u / scale
+        cos = (r @ u).item() / (r.norm() * u.norm()).item() if rn > 0 and un > 0 else 0.0
+        if cos > 0.9999 and un < rn:
+            return (f"they were scaled down from norm {rn:.3g} to {un:.3g} between backward() and optimizer.step(), "
+                    f"all by the same factor {un / rn:.3g}: that is what gradient clipping does")
+        return f"they changed between backward() and optimizer.step() (norm {rn:.3g} -> {un:.3g})"
+    if not bool(torch.isfinite(r).all()) and bool(torch.isfinite(u).all()):
+        return (f"backward() gave {describe(r)}, but optimizer.step() found only finite gradients: they were "
+                f"replaced in between (torch.nan_to_num_ and the like turn a bad step into a wrong one)")
+    if bool(torch.isfinite(r).all()) and not bool(torch.isfinite(u).all()):
+        return (f"backward() gave finite gradients, but optimizer.step() found {describe(u)}: non-finite gradients "
+                f"left in p.grad from an earlier step were added to them")
+    return ""
+
+
+def _optimizer_text(opt):
+    keys = ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", "betas")
+    group = opt.param_groups[0] if opt.param_groups else {}
+    shown = [f"{k}={group[k]:g}" if isinstance(group[k], float) else f"{k}={group[k]}" for k in keys if k in group
+             and group[k] not in (0, False, None) or k == "lr" and k in group]
+    return f"torch.optim.{type(opt).__name__}({', '.join(shown)})"
+
+
+# ---- safe_step ------------------------------------------------------------------------------------------------
+
+def reference_safe_step(model, batch, loss_fn, optimizer):
+    """The lesson's safe_step: returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    if not torch.isfinite(loss):
+        return None
+    loss.backward()
+    if not all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None):
+        optimizer.zero_grad()
+        return None
+    optimizer.step()
+    return loss.item()
+
+
+def _optimizer(kind, params):
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=0.01)
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=0.05)
+    return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+
+
+def _safe_setup(seed, batch_size, dtype):
+    rng = random.Random(seed)
+    features = 4 if seed == 0 else rng.choice([1, 3, 4, 8])
+    hidden = 16 if seed == 0 else rng.choice([3, 8, 16, 32])
+    batch_size = batch_size or (16 if seed == 0 else rng.choice([1, 2, 5, 7, 16, 33]))
+    dtype = dtype or (torch.float32 if seed == 0 else (torch.float32, torch.float64, torch.bfloat16)[seed % 3])
+    kind = "momentum" if seed == 0 else rng.choice(["momentum", "sgd", "adam"])
+    return rng, features, hidden, batch_size, dtype, kind
+
+
+def _test_loss(value):
+    return ("test torch.isfinite(loss) right after computing it (`loss == float('nan')` is never True: NaN equals "
+            "nothing)" if value != value else
+            "test torch.isfinite(loss) right after computing it (isnan is False for inf; isfinite catches both)")
+
+
+def _skip_hint(value, backward, stepped, returned):
+    hint = f"a loss of {value} got past your test to loss.backward() and optimizer.step(): "
+    if not backward:
+        hint = f"the loss was {value}, and optimizer.step() ran anyway: "
+    hint += _test_loss(value)
+    if returned is None and stepped:
+        hint += ". It did return None, but only after stepping: test first, then step"
+    return hint + "."
+
+
 @check("safe_step")
-def check_safe_step(safe_step, seed=0, batch_size=16):
+def check_safe_step(safe_step, seed=0, batch_size=None, dtype=None):
     """safe_step(model, batch, loss_fn, optimizer) skips (returns None, weights untouched) non-finite steps, else steps."""
-    model = _model(seed)
-    x, y = data.regression(n=batch_size, features=4, seed=seed + 1).tensors
+    rng, features, hidden, batch_size, dtype, kind = _safe_setup(seed, batch_size, dtype)
+    with _kept():
+        return _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, kind)
+
+
+def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, kind):
+    setting = f"{batch_size} sample{'s' if batch_size > 1 else ''}, {str(dtype).replace('torch.', '')}"
+    model = _model(seed, features, hidden, dtype)
     start = _state(model)
-    ref = copy.deepcopy(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    pristine = copy.deepcopy(model)
+    opt = _optimizer(kind, model.parameters())
+    x, y = (t.to(dtype) for t in data.regression(n=batch_size, features=features, seed=seed + 1).tensors)
+    big = math.sqrt(torch.finfo(dtype).max) * 2
     x_nan = x.clone()
-    x_nan[batch_size // 2, 1] = float("nan")
+    x_nan[batch_size // 2, rng.randrange(features)] = float("nan")
     y_inf = y.clone()
-    y_inf[0, 0] = float("inf")
+    y_inf[rng.randrange(batch_size), 0] = float("inf") if seed % 2 == 0 else -float("inf")
+    y_big = torch.full_like(y, big)
+    with torch.no_grad():
+        out = model(x)
+    signs = torch.tensor([0.5 if i % 2 == 0 else -0.5 for i in range(batch_size)], dtype=dtype).reshape(-1, 1)
+    y_nan_grad = out + signs  # d = output - target = -0.5 for sample 0: sqrt's gradient there is NaN
     cases = [
-        ("a batch with a NaN input", (x_nan, y), nn.MSELoss(), SKIP_HINT),
-        ("a batch with an inf target", (x, y_inf), nn.MSELoss(), SKIP_HINT),
-        ("a loss whose value is finite but whose gradient is NaN", (x, y), nan_gradient_loss, GRAD_HINT),
+        ("a batch with a NaN input", (x_nan, y), _mse, "loss"),
+        (f"a batch with an {'inf' if seed % 2 == 0 else '-inf'} target", (x, y_inf), _mse, "loss"),
+        (f"a batch whose squared error overflows to inf (finite targets of {big:.3g})", (x, y_big), _mse, "loss"),
+        ("a loss whose value is finite but whose gradients are NaN (sqrt below 0, masked by torch.where)",
+         (x, y_nan_grad), nan_gradient_loss, "nan"),
     ]
-    for what, batch, loss_fn, hint in cases:
-        got = call(safe_step, model, batch, loss_fn, opt, name="safe_step", where=f"on {what}")
-        bad = _bad_weights(model)
-        expect(not bad, f"the weights after safe_step on {what}", "all finite (the step skipped)", bad, hint)
-        change = _max_change(model, start)
-        expect(change == 0, f"the weights after safe_step on {what}", "unchanged (no optimizer step)",
-               f"changed by up to {change:.3g}", hint)
-        expect(got is None, f"safe_step's result on {what}", "None (the step was skipped)", repr(got), hint)
-    # then a good step: exactly one SGD step, even with NaN gradients left over from the skipped ones
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
-    ref_loss = nn.MSELoss()(ref(x), y)
+    for what, batch, fn, bad in cases:
+        _premise(pristine, batch, fn, bad, what)
+        loss_fn = _WatchedLoss(fn)
+        with _Watch(model) as watch:
+            got = call(safe_step, model, batch, loss_fn, opt, name="safe_step", where=f"on {what}")
+        _expect_skipped(model, start, watch, loss_fn, got, what, bad)
+    # inf gradients, no NaN: one hidden layer, so that no sum meets +inf and -inf (that would make NaN)
+    shallow = models.mlp(inputs=features, hidden=hidden, outputs=1, depth=1, activation=nn.Tanh, seed=seed).to(dtype)
+    what = "a loss whose value is finite but whose gradients are inf, not NaN (sqrt at exactly 0)"
+    _premise(shallow, (x, y), inf_gradient_loss, "inf", what)
+    shallow_start = _state(shallow)
+    loss_fn = _WatchedLoss(inf_gradient_loss)
+    with _Watch(shallow) as watch:
+        got = call(safe_step, shallow, (x, y), loss_fn, _optimizer(kind, shallow.parameters()), name="safe_step",
+                   where=f"on {what}")
+    _expect_skipped(shallow, shallow_start, watch, loss_fn, got, what, "inf")
+    # a finite batch, with NaN gradients left over in p.grad: exactly one step of the optimizer passed in
+    y_steep = y * 20  # large gradients, so that any clipping shows
+    ref = copy.deepcopy(pristine)
+    ref_opt = _optimizer(kind, ref.parameters())
+    ref_loss = _mse(ref(x), y_steep)
     ref_loss.backward()
+    ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
     ref_opt.step()
     for p in model.parameters():
         p.grad = torch.full_like(p, float("nan"))
-    got = call(safe_step, model, (x, y), nn.MSELoss(), opt, name="safe_step", where="on a finite batch")
-    expect(isinstance(got, float), "safe_step's result on a finite batch", "the loss as a Python float (loss.item())",
-           f"{type(got).__name__} {got!r}")
-    expect(close(got, ref_loss.item()), "the loss returned on a finite batch", f"{ref_loss.item():.5f}", f"{got:.5f}")
+    with _Watch(model) as watch:
+        got = call(safe_step, model, (x, y_steep), _WatchedLoss(_mse), opt, name="safe_step",
+                   where="on a finite batch")
+    _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, "a finite batch (gradient norm "
+                     f"{_flat(ref_grads).norm().item():.3g}) with NaN gradients left in p.grad from before", dtype)
+    # huge but finite gradients (their norm overflows): a normal step, on a copy of the untouched model
+    _huge_step(safe_step, pristine, kind, x, y, big, dtype)
+    return (f"NaN input, ±inf target, overflowing loss, NaN and inf gradients skipped with no backward() on a "
+            f"non-finite loss and the weights untouched; huge finite gradients and a finite batch take exactly one "
+            f"{_optimizer_text(opt).split('(')[0]} step ({setting})")
+
+
+def _premise(model, batch, fn, bad, what):
+    """The test data does what its name says, on this torch (a check bug otherwise, not the learner's)."""
+    m = copy.deepcopy(model)
+    loss = fn(m(batch[0]), batch[1])
+    if bad == "loss":
+        ok = not bool(torch.isfinite(loss))
+    else:
+        loss.backward()
+        g = _flat([p.grad for p in m.parameters()])
+        ok = bool(torch.isfinite(loss)) and (bool(torch.isnan(g).any()) if bad == "nan" else
+                                              bool(torch.isinf(g).any()) and not bool(torch.isnan(g).any()))
+    if not ok:
+        raise RuntimeError(f"check_safe_step's own test case is broken on torch {torch.__version__}: {what}")
+
+
+def _expect_skipped(model, start, watch, loss_fn, got, what, bad):
+    value = loss_fn.values[0] if loss_fn.values else float("nan")
+    change = _max_change(model, start)
+    stepped = len(watch.steps)
+    broken = _bad_weights(model)
+    if stepped or change:
+        observed = (f"optimizer.step() called{f' {stepped} times' if stepped > 1 else ''}" if stepped else
+                    "no optimizer.step(), but the weights changed")
+        zero = stepped and not bool(_flat(watch.steps[0]["grads"], watch.params).abs().gt(0).any())
+        observed += (f"; the weights now hold {broken}" if broken else f"; the weights changed by up to {change:.3g}"
+                     if change else "; the weights happen to be unchanged" + (" (it stepped on all-zero gradients)"
+                                                                              if zero else ""))
+        if bad == "loss":
+            hint = _skip_hint(value, loss_fn.backward, stepped, got)
+            expected = f"no step: the weights exactly as they were (the loss was {value})"
+        else:
+            raw = _flat(watch.steps[0]["raw"] if watch.steps else watch.raw, model.parameters())
+            change_text = _grad_change(watch.steps[0]["raw"], watch.steps[0]["grads"], watch.params) if stepped else ""
+            expected = f"no step: the weights exactly as they were (the loss was {_num(value)}, backward() gave {describe(raw)})"
+            if "replaced in between" in change_text:
+                hint = change_text + ": when a gradient is not finite, return None without stepping."
+            else:
+                hint = ("the loss was finite, so only the gradients show it: after loss.backward(), test every "
+                        "gradient with torch.isfinite(p.grad).all() and return None before optimizer.step()")
+                if bad == "inf":
+                    hint += " (isnan is False for inf: test with isfinite)"
+                hint += "."
+        expect(False, f"safe_step on {what}", expected, observed, hint)
+    if bad == "loss":
+        expect(not loss_fn.backward, f"safe_step on {what}",
+               f"return None before loss.backward() (the loss was {value}: the text says not to call backward() on it)",
+               f"loss.backward() was called on the {value} loss (the weights stayed as they were)",
+               _test_loss(value) + ", before backward().")
+    expect(got is None, f"safe_step's result on {what}", "None (the step was skipped)",
+           f"{type(got).__name__} {got!r}" if got is not None else "None",
+           "return None itself, not the loss, when the step is skipped." if isinstance(got, float) else "")
+
+
+def _huge_step(safe_step, pristine, kind, x, y, big, dtype):
+    model = copy.deepcopy(pristine)
+    ref = copy.deepcopy(pristine)
+    opt = _optimizer(kind, model.parameters())
+    ref_opt = _optimizer(kind, ref.parameters())
+    fn = _huge_gradient_loss(big)
+    ref_loss = fn(ref(x), y)
+    ref_loss.backward()
+    ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
+    g = _flat(ref_grads)
+    norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in ref.parameters()])))
+    if not (torch.isfinite(ref_loss) and bool(torch.isfinite(g).all()) and not math.isfinite(norm)):
+        raise RuntimeError(f"check_safe_step's huge-gradient case is broken on torch {torch.__version__}")
+    ref_opt.step()
+    what = (f"a finite loss ({ref_loss.item():.3g}) whose gradients are all finite (largest |grad| "
+            f"{g.abs().max().item():.3g}) but whose total norm overflows {str(dtype).replace('torch.', '')} to inf")
+    with _Watch(model) as watch:
+        got = call(safe_step, model, (x, y), _WatchedLoss(fn), opt, name="safe_step", where=f"on {what}")
+    expect(got is not None, f"safe_step on {what}", "a step (no gradient holds NaN or inf), and the loss returned",
+           "None (no step)",
+           "test each gradient (torch.isfinite(p.grad).all()), not their total norm: a norm (tc.grad_norm, "
+           "clip_grad_norm_) sums squares and overflows to inf while every gradient is finite.")
+    _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
+
+
+def _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype):
+    holds = ""
+    if torch.is_tensor(got):
+        holds = (": it still holds its autograd graph (grad_fn), which keeps the step's activations alive for as long "
+                 "as the value is kept" if got.requires_grad else ": a tensor, not a number (history and plots take numbers)")
+    expect(isinstance(got, float), f"safe_step's result on {what}", "the loss as a Python float (loss.item())",
+           f"{type(got).__name__} {got!r}{holds}")
+    expect(close(got, ref_loss.item(), rtol=1e-3 if dtype == torch.bfloat16 else 1e-4), f"the loss returned on {what}",
+           f"{ref_loss.item():.6g}", f"{got:.6g}")
+    others = [s for s in watch.steps if s["optimizer"] is not opt]
+    expect(not others, f"the optimizer safe_step stepped on {what}", f"the one passed in ({_optimizer_text(opt)})",
+           others and f"one of its own, {_optimizer_text(others[0]['optimizer'])}",
+           "use the `optimizer` argument: a new optimizer has none of the passed one's settings or state.")
+    mine = [s for s in watch.steps if s["optimizer"] is opt]
+    expect(len(mine) == 1, f"optimizer.step() calls on {what}", "exactly one", len(mine),
+           "take exactly one optimizer step per call." if mine else "call optimizer.step() once the checks pass.")
+    change = _grad_change(ref_grads, mine[0]["grads"], watch.params)
+    expect(not change, f"the gradients optimizer.step() used on {what}", "the ones loss.backward() gave", change,
+           "call optimizer.zero_grad() before the forward pass, so old gradients never leak into this step."
+           if "left in p.grad" in change else
+           "take the optimizer step on the gradients as backward() gave them: the text asks for no clipping or other "
+           "change (the lesson's failure must stay visible).")
     bad = _bad_weights(model)
-    expect(not bad, "the weights after a step on a finite batch (with NaN gradients left in p.grad)", "all finite",
-           bad, "call optimizer.zero_grad() first, so old gradients never leak into this step.")
-    diff = max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
-    expect(diff < 1e-5, "the weights after a step on a finite batch", "exactly one optimizer step on this batch",
-           f"a max difference of {diff:.3g}", "zero_grad, forward, loss, backward, then optimizer.step() once.")
-    return "NaN input, inf target and NaN gradient skipped with the weights untouched; a finite batch takes one step"
+    expect(not bad, f"the weights after safe_step on {what}", "all finite", bad)
+    diff = max((p.double() - q.double()).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
+    scale = max(p.detach().double().abs().max().item() for p in ref.parameters())
+    tol = (1e-2 if dtype == torch.bfloat16 else 1e-5) * max(1.0, scale)
+    expect(diff <= tol, f"the weights after safe_step on {what}", "exactly one optimizer step on this batch",
+           f"a max difference of {diff:.3g} from it", "zero_grad, forward, loss, backward, then optimizer.step() once.")
 
 
-def _outcome(train, *args):
-    """('returned', history) or ('raised', FloatingPointError) from train(*args)."""
+# ---- train ----------------------------------------------------------------------------------------------------
+
+STEP_WORD = re.compile(r"(?<![A-Za-z])(?:step|iteration|iter)s?(?![A-Za-z])\s*(?:#|no\.?|number|n°|index)?\s*[=:#]?\s*(-?\d+)", re.I)
+
+
+def step_named(message):
+    """The step numbers a message names: 'step 2', 'Step 2/20', 'step=2', 'step #2', 'step: 2', 'iteration 2'."""
+    return [int(n) for n in STEP_WORD.findall(str(message))]
+
+
+class _NaNAfter(nn.Module):
+    """The check's model for train: an MLP whose output turns NaN once its weights have been updated `after` times
+    (as if a layer computed NaN from then on), so the first non-finite loss comes at step `after`, in any pass."""
+
+    def __init__(self, body, after):
+        super().__init__()
+        self.body, self.after, self.updates, self._seen = body, after, 0, None
+
+    def forward(self, x):
+        now = [p.detach().clone() for p in self.body.parameters()]
+        if self._seen is not None and any(not torch.equal(a, b) for a, b in zip(now, self._seen)):
+            self.updates += 1
+        self._seen = now
+        out = self.body(x)
+        return out * float("nan") if self.updates >= self.after else out
+
+
+@contextlib.contextmanager
+def _reference_safe_step(fn):
+    """While `fn` (the learner's train) runs, the name `safe_step` in its globals is the reference safe_step."""
+    g = getattr(fn, "__globals__", None)
+    if not isinstance(g, dict) or "safe_step" not in g:
+        yield
+        return
+    mine = g["safe_step"]
+    g["safe_step"] = reference_safe_step
     try:
-        return "returned", train(*args)
-    except FloatingPointError as exc:
+        yield
+    finally:
+        g["safe_step"] = mine
+
+
+class _Runaway(BaseException):
+    """Raised by the check's model when train keeps calling it long after `steps` (a loop that never ends).
+    A BaseException, so that an `except Exception` in train does not swallow it."""
+
+
+def _outcome(train, model, loader, lr, steps):
+    """('returned', history), ('raised', exception) or ('runaway', forward passes) from train(...)."""
+    limit = 4 * steps + 20
+    count = [0]
+
+    def budget(module, args):
+        count[0] += 1
+        if count[0] > limit:
+            raise _Runaway(limit)
+
+    handle = model.register_forward_pre_hook(budget)
+    try:
+        return "returned", train(model, loader, lr, steps)
+    except (NotImplementedError, CheckFailed):
+        raise
+    except _Runaway:
+        return "runaway", limit
+    except Exception as exc:  # noqa: BLE001 - which exception it is, is the verdict
         return "raised", exc
+    finally:
+        handle.remove()
 
 
-def _losses(history):
-    expect(isinstance(history, dict) and "loss" in history, "train's result", "a history dict with a 'loss' list",
-           type(history).__name__)
-    return list(history["loss"])
+def _expect_ends(kind, result, where, steps, hint=""):
+    expect(kind != "runaway", where, f"train to return (or raise) after at most {steps} steps",
+           f"it was still calling the model after {result} forward passes, so the check stopped it", hint)
 
 
-def _returned(history):
-    losses = _losses(history)
-    return f"a history of {len(losses)} losses and no error (the last ones: {[round(v, 4) for v in losses[-3:]]})"
+def _raised(exc):
+    return f"{type(exc).__name__}({str(exc)!r})"
+
+
+class _Batches:
+    """Records, for each grad-enabled forward pass of the model, which samples it saw and what it output."""
+
+    def __init__(self, model, dataset):
+        x = dataset.tensors[0]
+        self.index = {tuple(row.tolist()): i for i, row in enumerate(x)}
+        self.targets = dataset.tensors[1]
+        self.seen = []  # [(sample indices, output)]
+        self._handles = [model.register_forward_hook(self._hook)]
+
+    def _hook(self, module, args, output):
+        if torch.is_grad_enabled() and args and torch.is_tensor(args[0]):
+            rows = tuple(self.index.get(tuple(r.tolist()), -1) for r in args[0].detach().to(self.targets.dtype))
+            self.seen.append((rows, output.detach().clone()))
+
+    def remove(self):
+        for h in self._handles:
+            h.remove()
+
+
+def _train_setup(seed, steps, batch_size):
+    rng = random.Random(seed)
+    features = 4 if seed == 0 else rng.choice([1, 3, 4, 8])
+    hidden = 16 if seed == 0 else rng.choice([4, 8, 16, 32])
+    batch_size = batch_size or (16 if seed == 0 else rng.choice([4, 8, 16]))
+    batches = 4 if seed == 0 else rng.choice([2, 3, 4])
+    short = 0 if seed == 0 else rng.choice([0, 1, batch_size // 2, batch_size - 1])
+    n = batches * batch_size - short
+    steps = steps or (20 if seed == 0 else rng.randint(2 * batches + 1, 24))
+    dtype = torch.float32 if seed % 2 == 0 else torch.float64
+    after = batches + 2 if seed == 0 else rng.choice([0, 1, batches - 1, batches, batches + 1, 2 * batches + 1])
+    return features, hidden, batch_size, batches, n, max(steps, after + 2), dtype, after
+
+
+@check("train")
+def check_train(train, seed=0, steps=None, batch_size=None):
+    """train(model, loader, lr, steps): plain SGD on MSE for `steps` steps, stopping with a FloatingPointError
+    naming the step at the first non-finite loss or gradient. Runs with the reference safe_step."""
+    features, hidden, batch_size, batches, n, steps, dtype, after = _train_setup(seed, steps, batch_size)
+    ds = data.regression(n=n, features=features, seed=seed)
+    ds = torch.utils.data.TensorDataset(*(t.to(dtype) for t in ds.tensors))
+    setting = (f"{steps} steps over a loader of {batches} batches of {batch_size}"
+               f"{f' (the last one holds {batch_size - (batches * batch_size - n)})' if n % batch_size else ''}, "
+               f"{str(dtype).replace('torch.', '')}")
+    with _kept(), _reference_safe_step(train):
+        _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, hidden, setting)
+        _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after)
+        _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden)
+    return (f"plain SGD at lr=0.05 for {setting}: every step, a new pass each time, falling MSE losses; stops with "
+            f"FloatingPointError naming step {after} when the loss turns NaN there, and at lr=100, weights finite")
 
 
 def _run(train, model, loader, lr, steps, what):
     return call(_outcome, train, model, loader, lr, steps, name="train", where=what)
 
 
-@check("train")
-def check_train(train, seed=0, steps=20, batch_size=16):
-    """train(model, loader, lr, steps) trains at a sane rate, and stops with FloatingPointError at a non-finite step."""
-    ds = data.regression(n=4 * batch_size, features=4, seed=seed)
-    # 1. a sane rate: every loss finite, lower at the end, `steps` steps (cycling over the loader)
-    model = _model(seed)
-    kind, result = _run(train, model, data.loader(ds, batch_size=batch_size, seed=seed), 0.05, steps,
-                        "at lr=0.05")
-    expect(kind == "returned", "train at lr=0.05", "a history (a sane rate never goes non-finite)",
-           f"FloatingPointError: {result}")
-    losses = _losses(result)
-    expect(len(losses) == steps, f"the losses recorded over {steps} steps with a loader of 4 batches",
-           f"{steps} (one per step, going through the loader again as often as needed)", len(losses))
-    expect(all(isinstance(v, float) and math.isfinite(v) for v in losses), "the losses at lr=0.05",
-           "finite Python floats", [v for v in losses if not (isinstance(v, float) and math.isfinite(v))][:3])
-    expect(not _bad_weights(model), "the weights after training at lr=0.05", "finite", _bad_weights(model))
-    tail = sum(losses[-3:]) / 3
-    expect(tail < losses[0], "the loss at lr=0.05", f"lower at the end than at the start ({losses[0]:.4g})",
-           f"{tail:.4g} (mean of the last 3)", "take an optimizer step each step: SGD(model.parameters(), lr=lr).")
-    # 2. a planted NaN in batch 2: reported, not trained on
-    x, y = (t.clone() for t in ds.tensors)
-    x[2 * batch_size + 3, 1] = float("nan")
-    model = _model(seed)
-    planted = DataLoader(TensorDataset(x, y), batch_size=batch_size, shuffle=False)
-    kind, result = _run(train, model, planted, 0.05, steps, "on a loader whose batch 2 holds a NaN")
-    bad = _bad_weights(model)
-    expect(not bad, "the weights after train met a NaN input at step 2", "still finite (never trained on it)", bad,
-           "use safe_step: it skips the batch instead of stepping on it.")
-    expect(kind == "raised", "train on a loader whose batch 2 (counting from 0) holds a NaN input",
-           "FloatingPointError naming step 2", kind == "returned" and _returned(result),
-           "when safe_step returns None, raise FloatingPointError(f'non-finite loss at step {step}').")
-    expect(re.search(r"\bstep 2\b", str(result)), "the FloatingPointError's message", "one naming 'step 2'",
-           repr(str(result)), "count steps from 0, as in history['step'], and put f'step {step}' in the message.")
-    # 3. far too high a rate: stops, with the weights still finite
-    model = _model(seed)
-    kind, result = _run(train, model, data.loader(ds, batch_size=batch_size, seed=seed), 100.0, steps, "at lr=100")
-    bad = _bad_weights(model)
-    expect(not bad, "the weights after train at lr=100", "still finite (stopped before they were corrupted)", bad,
-           "stop at the first step whose loss or gradients are not finite.")
-    expect(kind == "raised", "train at lr=100", "FloatingPointError (the loss goes non-finite)",
-           kind == "returned" and _returned(result),
-           "when safe_step returns None, raise FloatingPointError naming the step.")
-    return f"{steps} finite, falling losses at lr=0.05; a NaN input and lr=100 stop with FloatingPointError, weights finite"
+def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, hidden, setting):
+    lr = 0.05
+    model = _model(seed, features, hidden, dtype)
+    start = copy.deepcopy(model)
+    loader = data.loader(ds, batch_size=batch_size, seed=seed)
+    seen = _Batches(model, ds)
+    try:
+        with _Watch(model) as watch:
+            kind, result = _run(train, model, loader, lr, steps, f"at lr={lr}")
+    finally:
+        seen.remove()
+    where = f"train at lr={lr} ({setting})"
+    _expect_ends(kind, result, where, steps)
+    expect(kind == "returned", where, "a history (at this rate every loss and gradient stays finite)",
+           kind == "raised" and _raised(result))
+    keys = ("step", "loss", "grad_norm")
+    ok = isinstance(result, dict) and all(isinstance(result.get(k), (list, tuple)) for k in keys)
+    expect(ok, "train's result", 'a dict {"step": [...], "loss": [...], "grad_norm": [...]} of lists',
+           f"a dict with keys {sorted(result)}" if isinstance(result, dict) else type(result).__name__)
+    losses = list(result["loss"])
+    one_pass = len(losses) == batches and steps > batches
+    expect(len(losses) == steps, f"the losses recorded by {where}",
+           f"{steps}, one per step, going through the loader again as often as needed", len(losses),
+           f"train stopped after one pass over the loader ({batches} batches): start a new pass "
+           f"(`for batch in loader` again) until {steps} steps are done." if one_pass else "")
+    expect(list(result["step"]) == list(range(steps)), 'history["step"]', f"[0, 1, ..., {steps - 1}]",
+           f"{list(result['step'])[:6]}{' ...' if len(result['step']) > 6 else ''} ({len(result['step'])} entries)")
+    tensors = [v for v in losses if torch.is_tensor(v)]
+    expect(not tensors, 'history["loss"]', "Python floats (safe_step returns loss.item())",
+           tensors and f"tensors, e.g. {tensors[0]!r}")
+    expect(all(isinstance(v, (int, float)) and math.isfinite(v) for v in losses), f'history["loss"] at lr={lr}',
+           "finite numbers", [v for v in losses if not (isinstance(v, (int, float)) and math.isfinite(v))][:3])
+    norms = list(result["grad_norm"])
+    expect(len(norms) == steps and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in norms),
+           'history["grad_norm"]', f"{steps} numbers (tc.grad_norm(model) after each step)",
+           f"{len(norms)} entries, e.g. {norms[:2]!r}")
+    _expect_plain_sgd(watch, model, lr, where)
+    _expect_batches(seen, losses, ds, batches, n, steps, where)
+    with torch.no_grad():
+        before, after = (_mse(m(ds.tensors[0]), ds.tensors[1]).item() for m in (start, model))
+    expect(after < before, f"the mean squared error on the whole data set after {where}",
+           f"lower than before training ({before:.4g})", f"{after:.4g}")
 
+
+def _expect_plain_sgd(watch, model, lr, where):
+    opts = []
+    for s in watch.steps:
+        if all(s["optimizer"] is not o for o in opts):
+            opts.append(s["optimizer"])
+    expect(watch.steps, f"optimizer steps during {where}", "one torch.optim.SGD step per training step",
+           "no torch.optim optimizer stepped")
+    ids = {id(p) for p in model.parameters()}
+    for opt in opts:
+        groups = opt.param_groups
+        plain = type(opt) is torch.optim.SGD and all(
+            math.isclose(float(g["lr"]), lr, rel_tol=1e-9) and not g.get("momentum") and not g.get("weight_decay")
+            and not g.get("maximize") for g in groups)
+        expect(plain, f"the optimizer of {where}",
+               f"plain torch.optim.SGD(model.parameters(), lr={lr:g}): no momentum, no weight decay, the given lr",
+               _optimizer_text(opt))
+        held = {id(p) for g in groups for p in g["params"]}
+        expect(ids <= held, f"the parameters of train's optimizer", f"all {len(ids)} of the model's",
+               f"{len(ids & held)} of them")
+    for s in watch.steps:
+        change = _grad_change(s["raw"], s["grads"], watch.params)
+        expect(not change, f"the gradients each optimizer step of {where} used", "the ones loss.backward() gave",
+               change, "call optimizer.zero_grad() every step." if "left in p.grad" in change else
+               "the text asks for plain SGD steps on the gradients backward() gave (no clipping), so that a "
+               "non-finite step is reported, not hidden.")
+
+
+def _expect_batches(seen, losses, ds, batches, n, steps, where):
+    if len(seen.seen) != steps:
+        return  # forward passes do not line up with steps: nothing more to compare
+    y = ds.tensors[1].double()
+    for t, (rows, out) in enumerate(seen.seen):
+        if -1 in rows:
+            return
+        want = ((out.double() - y[list(rows)]) ** 2).mean().item()
+        got = float(losses[t])
+        if not math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-6):
+            ratio = got / want if want else float("inf")
+            extra = (f": {ratio:.3g} times it, the batch's size: a sum, not the mean"
+                     if math.isclose(ratio, len(rows), rel_tol=1e-3) else "")
+            expect(False, f'history["loss"][{t}] in {where}',
+                   f"{want:.6g}, the mean squared error (nn.MSELoss()) of the model's output on that step's batch",
+                   f"{got:.6g}{extra}")
+    first = [r for rows, _ in seen.seen[:batches] for r in rows]
+    expect(sorted(first) == list(range(n)), f"the samples of the first {batches} steps of {where}",
+           f"each of the {n} samples once (one pass through the loader)",
+           f"{len(set(first))} distinct samples, {len(first) - len(set(first))} repeats")
+    if steps >= 2 * batches:
+        again = [rows for rows, _ in seen.seen[batches:2 * batches]]
+        replay = again == [rows for rows, _ in seen.seen[:batches]]
+        expect(not replay, f"the batches of the second pass (steps {batches}-{2 * batches - 1}) of {where}",
+               "a new pass through the loader (it reshuffles at each pass)",
+               "the first pass's batches again, in the same order",
+               "going through the loader again means a new `for batch in loader` (or iter(loader)): "
+               "itertools.cycle, or a list of the batches, replays the first pass instead.")
+
+
+def _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after):
+    model = _NaNAfter(_model(seed, features, hidden, dtype), after)
+    loader = data.loader(ds, batch_size=batch_size, seed=seed)
+    where_pass = (f"the first pass" if after < batches else
+                  f"pass {after // batches + 1} over the loader's {batches} batches")
+    what = f"a model whose output turns NaN at step {after} (counting from 0; {where_pass})"
+    kind, result = _run(train, model, loader, 0.05, steps, f"on {what}")
+    _expect_ends(kind, result, f"train on {what}", steps,
+                 f"from step {after} on every loss was NaN and safe_step returned None each time: when it returns "
+                 "None, stop and raise FloatingPointError (a loop that skips or retries without counting never ends).")
+    bad = _bad_weights(model.body)
+    expect(not bad, f"the weights after train on {what}", "still finite (no step taken on the NaN loss)", bad)
+    if kind == "returned":
+        observed = "no error"
+        if isinstance(result, dict) and isinstance(result.get("loss"), (list, tuple)):
+            losses = list(result["loss"])
+            nan = [i for i, v in enumerate(losses) if isinstance(v, float) and not math.isfinite(v)]
+            observed = (f"a history of {len(losses)} losses and no error"
+                        + (f", NaN from entry {nan[0]} on" if nan else f" (the last: {[_num(v) for v in losses[-2:]]})"))
+        expect(False, f"train on {what}", f"FloatingPointError naming step {after}", observed,
+               f"from step {after} on every loss was NaN and safe_step returned None, but train went on: when "
+               "safe_step returns None, stop and raise FloatingPointError naming the step.")
+    deliberate = bool(step_named(result)) or re.search(r"nan|inf|finite", str(result), re.I)
+    expect(isinstance(result, FloatingPointError), f"the error train raised on {what}",
+           f"FloatingPointError naming step {after}", _raised(result) + _where(result),
+           "raise FloatingPointError itself: callers (such as the cell in 3c) catch that one." if deliberate else "")
+    named = step_named(result)
+    message = f"{str(result)!r}"
+    if after in named:
+        return
+    if not named:
+        hint = (f"it has the number {after} but not the word 'step' before it: write e.g. 'step {after}'."
+                if re.search(rf"(?<![\d.]){after}(?![\d.])", str(result)) else "")
+        expect(False, f"the FloatingPointError's message on {what}",
+               f"one naming the step: the word 'step' and its number, e.g. 'step {after}', 'Step {after}', "
+               f"'step={after}'", message, hint)
+    n = named[0]
+    if n == after + 1:
+        why = f"{n} is one more: counted from 1, where history['step'] counts from 0"
+    elif n == after - 1:
+        why = f"{n} is one less: the last step that went well, not the one that failed"
+    elif after >= batches and n == after % batches:
+        why = f"{n} is the batch's position in its pass: the step count must go on across passes"
+    else:
+        why = f"it names step {n}"
+    expect(False, f"the step named by the FloatingPointError on {what}", f"step {after}", f"{message}: {why}")
+
+
+def _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden):
+    lr = 100.0  # plain SGD overflows float32 within about 8 steps, float64 within about 60
+    steps = 40 if dtype == torch.float32 else 100
+    ref = reference_run(ds, seed, batch_size, steps, dtype, features, hidden, lr)
+    if ref is None:
+        raise RuntimeError(f"check_train's lr=100 case does not blow up on seed {seed}: a check bug")
+    model = _model(seed, features, hidden, dtype)
+    with _Watch(model) as watch:
+        kind, result = _run(train, model, data.loader(ds, batch_size=batch_size, seed=seed), lr, steps, f"at lr={lr:g}")
+    bad = _bad_weights(model)
+    expect(not bad, f"the weights after train at lr={lr:g}", "still finite (stopped before they were corrupted)", bad,
+           "stop at the first step whose loss or gradients are not finite: never step on them.")
+    where = f"train at lr={lr:g}"
+    _expect_ends(kind, result, where, steps)
+    if kind == "raised" and isinstance(result, FloatingPointError):
+        return
+    if kind == "raised":
+        expect(False, where, f"FloatingPointError (plain SGD's loss goes non-finite at step {ref})", _raised(result))
+    losses = list(result["loss"]) if isinstance(result, dict) and isinstance(result.get("loss"), (list, tuple)) else []
+    observed = f"a history of {len(losses)} losses and no error (the last: {[_num(v) for v in losses[-2:]]})"
+    why = ""
+    for opt in {id(s["optimizer"]): s["optimizer"] for s in watch.steps}.values():
+        if float(opt.param_groups[0]["lr"]) != lr:
+            why = f"; its optimizer ran at lr={opt.param_groups[0]['lr']:g}, not the lr argument"
+    for s in watch.steps:
+        change = _grad_change(s["raw"], s["grads"], watch.params)
+        if change and not why:
+            why = f"; at one step {change}"
+    expect(False, where, f"FloatingPointError: plain SGD at lr={lr:g} on this data gives a non-finite loss or "
+           f"gradient at step {ref}", observed + why)
+
+
+def reference_run(ds, seed, batch_size, steps, dtype, features, hidden, lr):
+    """The step at which the reference train (plain SGD, reference safe_step) stops on this data, or None."""
+    model = _model(seed, features, hidden, dtype)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    loader = data.loader(ds, batch_size=batch_size, seed=seed)
+    step = 0
+    while step < steps:
+        for batch in loader:
+            if step == steps:
+                break
+            if reference_safe_step(model, batch, nn.MSELoss(), opt) is None:
+                return step
+            step += 1
+    return None
+
+
+# ---- a stable learning rate -----------------------------------------------------------------------------------
 
 def reference_train(lr, seed=0, steps=60, batch_size=32):
     """The lesson's problem (regression, 8 features; Tanh MLP 8-32-1; SGD; MSE): losses until the first non-finite."""
@@ -179,17 +775,42 @@ def reference_train(lr, seed=0, steps=60, batch_size=32):
     return losses
 
 
+def _ends(losses, steps):
+    """(finite all the way, mean of the last 5) of a reference_train run."""
+    ok = len(losses) == steps and math.isfinite(losses[-1])
+    return ok, (sum(losses[-5:]) / 5 if ok else float("inf"))
+
+
 @check("stable_lr")
 def check_stable_lr(lr, seed=0, steps=60):
     """A learning rate that trains the lesson's model: finite all the way, the loss below 10% of its start."""
-    expect(isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0, "LR",
-           "a positive number", repr(lr))
-    losses = reference_train(float(lr), seed=seed, steps=steps)
-    expect(math.isfinite(losses[-1]), f"training at lr={lr:g} (seed {seed})", f"{steps} finite steps",
-           f"the loss went non-finite at step {len(losses) - 1} (it was {losses[0]:.3g} at step 0)",
-           "the rate is still too high: divide it by 10 and try again.")
-    tail = sum(losses[-5:]) / 5
-    expect(tail < 0.1 * losses[0], f"the loss after {steps} steps at lr={lr:g} (seed {seed})",
-           f"below 10% of where it started ({0.1 * losses[0]:.3g})", f"{tail:.3g} (mean of the last 5)",
-           "the rate is too low: the loss barely moves. Multiply it by 3 to 10.")
-    return f"lr={lr:g} trains seed {seed} in {steps} steps: loss {losses[0]:.3g} -> {tail:.3g}"
+    number = isinstance(lr, numbers.Real) and not isinstance(lr, bool)
+    expect(number and math.isfinite(lr) and lr > 0, "LR", "a positive number, such as 0.05", repr(lr))
+    lr = float(lr)
+    with _kept():
+        losses = reference_train(lr, seed=seed, steps=steps)
+        where = f"training the lesson's model at lr={lr:g} (seed {seed})"
+        if not math.isfinite(losses[-1]):
+            k = len(losses) - 1
+            expect(False, where, f"{steps} finite steps",
+                   f"the loss went from {losses[0]:.3g} at step 0 to {_num(losses[k - 1]) if k else '-'} at step "
+                   f"{k - 1} and {losses[k]} at step {k}",
+                   "this rate is too high for the problem: lower it (by 3 to 10 times) and pick one well inside the "
+                   "range that trains, since the check also runs other seeds.")
+        tail = sum(losses[-5:]) / 5
+        if tail < 0.1 * losses[0]:
+            return f"lr={lr:g} trains seed {seed} in {steps} steps: loss {losses[0]:.3g} -> {tail:.3g}"
+        change = 1 - tail / losses[0]
+        moved = f"fell {change:.0%}" if change > 0 else f"rose {-change:.0%}"
+        hint = ""
+        up_ok, up = _ends(reference_train(lr * 3, seed=seed, steps=steps), steps)
+        down_ok, down = _ends(reference_train(lr / 3, seed=seed, steps=steps), steps)
+        if up_ok and up < tail:
+            hint = (f"at lr={lr * 3:g} the same run ends at {up:.3g}: this rate is too low to get there in {steps} "
+                    "steps. Raise it, staying well below the rates that blow up.")
+        elif down_ok and down < tail:
+            hint = (f"at lr={lr / 3:g} the same run ends at {down:.3g}: this rate is too high (the loss bounces "
+                    "instead of settling). Lower it.")
+        expect(False, f"the loss after {steps} steps at lr={lr:g} (seed {seed})",
+               f"below 10% of where it started ({0.1 * losses[0]:.3g})",
+               f"{tail:.3g} (mean of the last 5): it {moved} from {losses[0]:.3g}", hint)
