@@ -239,15 +239,43 @@ def check_evaluate_restores(evaluate, seed=0, n=None, batch_size=None):
     return "a training model is back in training mode, an eval model stays in eval mode"
 
 
-def _record_dropout_rng(model):
+def _rng_state(device):
+    """The state of the generator Dropout draws from on `device` (CUDA's own on a GPU, MPS's on Apple, else the CPU's)."""
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    if device.type == "mps" and hasattr(torch, "mps"):
+        return torch.mps.get_rng_state()
+    return torch.get_rng_state()
+
+
+def _set_rng_state(device, state):
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    elif device.type == "mps" and hasattr(torch, "mps"):
+        torch.mps.set_rng_state(state)
+    else:
+        torch.set_rng_state(state)
+
+
+@contextlib.contextmanager
+def _rng_kept(device):
+    """Restore the generator of `device` after the block (@check restores the CPU's)."""
+    state = _rng_state(device)
+    try:
+        yield
+    finally:
+        _set_rng_state(device, state)
+
+
+def _record_dropout_rng(model, device):
     """Record the RNG state before each Dropout call of `model` (learner code may reseed or draw numbers)."""
     states = []
-    handles = [m.register_forward_pre_hook(lambda module, args: states.append(torch.get_rng_state()))
+    handles = [m.register_forward_pre_hook(lambda module, args: states.append(_rng_state(device)))
                for m in model.modules() if isinstance(m, _DROPOUT)]
     return states, handles
 
 
-def _reference_epoch(model, loader, lr, states):
+def _reference_epoch(model, loader, lr, states, device):
     """The epoch a correct train_epoch runs, on a copy, replaying the Dropout masks the learner's run drew."""
     ref = copy.deepcopy(model)
     opt = torch.optim.SGD(ref.parameters(), lr=lr)
@@ -256,14 +284,13 @@ def _reference_epoch(model, loader, lr, states):
     def reuse(module, args):
         state = next(replay, None)
         if state is not None:
-            torch.set_rng_state(state)
+            _set_rng_state(device, state)
 
     handles = [m.register_forward_pre_hook(reuse) for m in ref.modules() if isinstance(m, _DROPOUT)]
     losses = []
     try:
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), _rng_kept(device):
             ref.train()
-            device = next(ref.parameters()).device
             for x, y in loader:
                 opt.zero_grad()
                 loss = F.cross_entropy(ref(x.to(device)), y.to(device))
@@ -284,14 +311,17 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
     model.eval()  # as evaluate leaves it, or a model.eval() somewhere earlier
     start = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    torch.random.default_generator.manual_seed(seed + 100)  # deterministic Dropout masks (@check restores the RNG)
-    states, handles = _record_dropout_rng(model)
-    try:
-        with watch(model) as w, _grad_mode_kept():
-            got = call(train_epoch, model, loader, opt, name="train_epoch", where="on a model left in eval mode")
-    finally:
-        for h in handles:
-            h.remove()
+    with _rng_kept(device):
+        torch.random.default_generator.manual_seed(seed + 100)  # deterministic Dropout masks (@check restores the RNG)
+        if device.type == "cuda":
+            torch.cuda.manual_seed(seed + 100)
+        states, handles = _record_dropout_rng(model, device)
+        try:
+            with watch(model) as w, _grad_mode_kept():
+                got = call(train_epoch, model, loader, opt, name="train_epoch", where="on a model left in eval mode")
+        finally:
+            for h in handles:
+                h.remove()
     batches = len(loader)
     expect(w.calls, "forward passes of the model inside train_epoch", "at least one", "none")
     evals = len(w.calls) - w.train_calls
@@ -301,7 +331,7 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
            "`model.training = True` only flags the top module): evaluate() puts the model in eval mode.")
     expect(w.bn_batches == batches, "BatchNorm's num_batches_tracked during the epoch", f"+{batches} (one per batch)",
            f"+{w.bn_batches}")
-    ref, losses = _reference_epoch(start, loader, lr, states)
+    ref, losses = _reference_epoch(start, loader, lr, states, device)
     diff = max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
     expect(diff < 1e-4, "the parameters after the epoch", f"those of {batches} SGD steps in training mode",
            f"a max difference of {diff:.3g}",
