@@ -50,10 +50,12 @@ compat-build:
 release: venv
 	$(PY) tools/release.py
 
-# Lesson timings, then grading a generated class of BENCH_STUDENTS x every lesson (about an hour at 40 on 2 cores).
+# Lesson timings, the live-plot stall check (BENCH_STALL_RUNS one-cell LivePlot notebooks, 0 stalls expected),
+# then grading a generated class of BENCH_STUDENTS x every lesson (about an hour at 40 on 2 cores).
 BENCH_STUDENTS ?= 40
+BENCH_STALL_RUNS ?= 200
 bench: venv
-	$(PY) tools/bench.py --students $(BENCH_STUDENTS)
+	$(PY) tools/bench.py --students $(BENCH_STUDENTS) --stall-runs $(BENCH_STALL_RUNS)
 
 grade: venv
 	$(PY) -m autograder.grade $(ARGS)

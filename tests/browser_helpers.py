@@ -179,10 +179,16 @@ WIDGET_ERRORS = ("Error displaying widget", "Failed to display Jupyter Widget", 
                  "could not be displayed because the widget state could not be found", "Loading widget...")
 
 
+CELL_TIMEOUT = 120  # s: a lesson's cells take under 10 s; a stuck cell fails here, by name, not after 300 s
+
+
 def execute(paths):
     """Execute each notebook in place with nbclient (the running Python's own kernel); seconds per notebook."""
     import nbformat
     from nbclient import NotebookClient
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from bench_stall import stall_hooks  # a reply that came only at the cell timeout is an error naming the cell
 
     times = {}
     for path in paths:
@@ -190,7 +196,8 @@ def execute(paths):
         nb = nbformat.read(path, as_version=4)
         start = time.monotonic()
         try:
-            NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+            NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
+                           **stall_hooks(CELL_TIMEOUT)).execute()
         except Exception as e:  # recorded in the notebook; the test reports it
             nb.metadata["trainclinic_error"] = f"{type(e).__name__}: {e}"[:4000]
         times[str(path)] = round(time.monotonic() - start, 1)

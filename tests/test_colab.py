@@ -171,7 +171,7 @@ def test_release_stamps_repo_everywhere(tmp_path):
 def _execute(python, path, env):
     """Execute one notebook in place with `python`'s own kernel; the executed notebook (dict) and seconds."""
     proc = subprocess.run([str(python), str(ROOT / "tests" / "browser_helpers.py"), "execute", str(path)],
-                          capture_output=True, text=True, timeout=900, cwd=path.parent, env=env)
+                          capture_output=True, text=True, timeout=600, cwd=path.parent, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seconds = json.loads(proc.stdout.strip().splitlines()[-1])[str(path)]
     return json.loads(path.read_text()), seconds

@@ -1,7 +1,7 @@
 """`make bench`: execute every lesson headless and compare with the floor (kernel start + import torch).
 
-Prints a table of seconds and ratios (target: each lesson within 5x the floor), then runs the grading
-benchmark (tools/bench_grading.py) when it exists.
+Prints a table of seconds and ratios (target: each lesson within 5x the floor), then the live-plot stall check
+(tools/bench_stall.py) and the grading benchmark (tools/bench_grading.py). Exit 1 if either fails.
 """
 import os
 import platform
@@ -14,8 +14,11 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from bench_stall import stall_hooks
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 5.0
+CELL_TIMEOUT = 120  # s: a lesson's cells take under 10 s; a stuck cell fails here, by name
 
 __all__ = ["execute", "main"]
 
@@ -23,16 +26,18 @@ __all__ = ["execute", "main"]
 def execute(nb, cwd):
     """Seconds to start a kernel and execute `nb` headless."""
     start = time.perf_counter()
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(cwd)}},
+                   **stall_hooks(CELL_TIMEOUT)).execute()
     return time.perf_counter() - start
 
 
 def main(argv=None):
-    """Print the lesson table and the grading benchmark (--students N for its class size, 0 to skip it)."""
+    """Print the lesson table, the stall check and the grading benchmark (0 runs or students: skip that part)."""
     import argparse
 
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--students", type=int, default=40, help="class size for the grading benchmark (0: skip it)")
+    args.add_argument("--stall-runs", type=int, default=200, help="runs of the live-plot stall check (0: skip it)")
     opts = args.parse_args(argv)
     os.environ.pop("NBGRADER_EXECUTION", None)
     floor_nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import torch")])
@@ -48,11 +53,16 @@ def main(argv=None):
         worst = max(worst, ratio)
         print(f"{path.stem:<28}{seconds:>9.2f}{ratio:>9.2f}  {'ok' if ratio <= TARGET else 'OVER TARGET'}")
     print(f"\nworst ratio {worst:.2f}x (target {TARGET:g}x)")
-    grading = ROOT / "tools" / "bench_grading.py"
-    if grading.exists() and opts.students > 0:
-        print()
-        return subprocess.run([sys.executable, str(grading), "--students", str(opts.students)], cwd=ROOT).returncode
-    return 0
+    failed = 0
+    if opts.stall_runs > 0:
+        print(flush=True)
+        stall = [sys.executable, str(ROOT / "tools" / "bench_stall.py"), "--runs", str(opts.stall_runs)]
+        failed |= subprocess.run(stall, cwd=ROOT).returncode
+    if opts.students > 0:
+        print(flush=True)
+        grading = [sys.executable, str(ROOT / "tools" / "bench_grading.py"), "--students", str(opts.students)]
+        failed |= subprocess.run(grading, cwd=ROOT).returncode
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
