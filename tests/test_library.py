@@ -173,6 +173,19 @@ def test_sim_model_leaves_the_real_module_alone():
     assert all(p.device.type == "cpu" and p.dtype == torch.float32 for p in model.parameters())
 
 
+def test_gpu_checkpoint_is_what_a_gpu_machine_saves():
+    import io
+
+    state = tc.mlp(inputs=4, hidden=8, outputs=3).state_dict()
+    blob = tc.device.gpu_checkpoint(state)
+    loaded = torch.load(io.BytesIO(blob), weights_only=True, map_location="cpu")
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
+    assert torch.serialization.location_tag(torch.zeros(1).untyped_storage()) == "cpu"  # restored
+    if not torch.cuda.is_available():
+        with pytest.raises(Exception, match="Attempting to deserialize object on a CUDA device"):
+            torch.load(io.BytesIO(blob), weights_only=True)
+
+
 def test_accelerator_is_real_on_gpu_and_simulated_on_cpu():
     assert isinstance(tc.accelerator(torch.device("cpu"), say=False), tc.SimulatedCuda)
     assert not isinstance(tc.accelerator(torch.device("cuda", 0), say=False), tc.SimulatedCuda)

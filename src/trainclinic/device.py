@@ -10,7 +10,7 @@ from torch import nn
 
 __all__ = [
     "pick_device", "banner", "accelerator", "SimulatedCuda", "strays", "is_simulated", "simulation_limit",
-    "DEVICE_MISMATCH",
+    "gpu_checkpoint", "DEVICE_MISMATCH",
 ]
 
 _FAKE_CUDA = torch.device("cuda", 0)
@@ -147,7 +147,7 @@ def _guard_class():
                 kwargs["device"] = _cuda0(kwargs["device"])
             handler = self.sim._handlers.get(func)
             prev = torch.is_grad_enabled()
-            torch.set_grad_enabled(False)  # autograd on a fake cuda tensor aborts the process: never record
+            torch._C._set_grad_enabled(False)  # autograd on a fake cuda tensor aborts the process: never record
             try:
                 return handler(*args, **kwargs) if handler else func(*args, **kwargs)
             except Exception as exc:
@@ -155,14 +155,18 @@ def _guard_class():
                     raise
                 return _on_cpu_twins(func, args, kwargs, exc)
             finally:
-                torch.set_grad_enabled(prev)
+                torch._C._set_grad_enabled(prev)
 
     return _Guard
 
 
+# What a CUDA device guard raises where CUDA cannot run: a CPU-only build, a CUDA build without a driver.
+_NO_GUARD = ("not linked with support for cuda", "Found no NVIDIA driver", "CUDA driver version is insufficient")
+
+
 def _guarded(exc):
     """True when a call failed only because torch's Python binding took a device guard for the fake cuda tensor."""
-    return isinstance(exc, RuntimeError) and any(s in str(exc) for s in _CUDA_RUNTIME[:1] + _CUDA_RUNTIME[2:4])
+    return isinstance(exc, RuntimeError) and any(s in str(exc) for s in _NO_GUARD)
 
 
 # Tensor methods whose real kernels accept tensors on two devices (a cuda tensor indexed by cpu indices, copy_).
@@ -230,7 +234,7 @@ class SimulatedCuda:
         self._converting = 0
 
     def __enter__(self):
-        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
         if self.say:
             print(
@@ -238,23 +242,28 @@ class SimulatedCuda:
                 "dtypes and devices like a GPU would. Any error below is PyTorch's own."
             )
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
-        self._restore = {}  # (module, kind, key) -> the real tensor a move inside replaced
+        self._restore = {}  # (id(module), "_parameters" or "_buffers", key) -> (module, the real tensor it held)
         self._handlers = self._make_handlers()
         stack = contextlib.ExitStack()
-        stack.callback(torch.set_grad_enabled, torch.is_grad_enabled())
-        stack.callback(self._restore_modules)
-        from torch._subclasses.fake_tensor import FakeTensor
-
-        patches = [(torch.autograd, "backward", self._count_backward), (nn.Module, "_apply", self._module_apply()),
-                   (FakeTensor, "tolist", lambda t: _placeholder_array(t).tolist())]  # its own tolist is data-dependent
-        for owner, name, fn in patches:
-            stack.callback(setattr, owner, name, getattr(owner, name))
-            setattr(owner, name, fn)
-        stack.enter_context(warnings.catch_warnings())
-        warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")  # torch-internal
-        stack.enter_context(torch.no_grad())
-        stack.enter_context(self.mode)
-        stack.enter_context(self._function_mode())
+        try:
+            stack.callback(torch.set_grad_enabled, torch.is_grad_enabled())
+            stack.callback(self._restore_modules)
+            patches = [
+                (torch.autograd, "backward", self._count_backward),
+                (nn.Module, "_apply", self._module_apply()),
+                (FakeTensor, "tolist", lambda t: _placeholder_array(t).tolist()),  # its own is data-dependent
+            ]
+            for owner, name, fn in patches:
+                stack.callback(setattr, owner, name, getattr(owner, name))
+                setattr(owner, name, fn)
+            stack.enter_context(warnings.catch_warnings())
+            warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")  # torch-internal
+            stack.enter_context(torch.no_grad())
+            stack.enter_context(self.mode)
+            stack.enter_context(self._function_mode())
+        except BaseException:
+            stack.close()
+            raise
         SimulatedCuda.active += 1
         stack.callback(setattr, SimulatedCuda, "active", SimulatedCuda.active - 1)
         self._stack = stack
@@ -466,3 +475,18 @@ def strays(device, model=None, show=True, **tensors):
         else:
             print(f"no strays: everything is on {device}")
     return rows
+
+
+def gpu_checkpoint(obj):
+    """`torch.save(obj)` as a GPU machine writes it (every storage tagged cuda:0), as bytes: a checkpoint from elsewhere."""
+    import io
+
+    from torch import serialization
+
+    buffer, real = io.BytesIO(), serialization.location_tag
+    serialization.location_tag = lambda storage: "cuda:0"  # what torch.save records for a tensor on cuda:0
+    try:
+        torch.save(obj, buffer)
+    finally:
+        serialization.location_tag = real
+    return buffer.getvalue()

@@ -1,4 +1,11 @@
-"""Lesson 01 (device mismatch): plausible wrong fixes and a correct fix written differently."""
+"""Lesson 01 (device mismatch): plausible wrong fixes and correct fixes written differently.
+
+`blind1_*` are blind round 1 (written from the release notebook alone, without the checks); every misgrade
+they exposed was fixed in the checks, and they stay here as regression cases. Where a blind case expected a
+wrong `to_device` to lose only its own check, it also loses check_train_step: the reference train_step calls the
+learner's to_device, so that train_step really leaves the batch behind (or asks for CUDA) too.
+Messages are asserted by substrings that hold on every torch 2.4-2.13 wording (the hints, not torch's text).
+"""
 
 TRAIN_STEP_MODEL_ONLY = '''def train_step(model, batch, loss_fn, optimizer, device):
     model.to(device)                 # moves the model... and forgets the batch
@@ -57,16 +64,528 @@ ALT_STEP = '''def train_step(model, batch, loss_fn, optimizer, device):
     optimizer.step()
     return float(loss.detach().cpu())'''
 
-DEVICE = "Expected all tensors to be on the same device"
+ENABLE_GRAD_STEP = '''def train_step(model, batch, loss_fn, optimizer, device):
+    with torch.enable_grad():                      # re-enables autograd inside the simulated cuda:0 probe
+        inputs, labels = to_device(batch, device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+    return loss.item()'''
+
+GRAD_ON_GLOBALLY = '''def train_step(model, batch, loss_fn, optimizer, device):
+    torch.set_grad_enabled(True)                   # a bare call: grad mode stays on after the function
+    model.train()
+    x, y = batch
+    x, y = x.to(device), y.to(device)
+    optimizer.zero_grad()
+    with torch.set_grad_enabled(model.training):
+        loss = loss_fn(model(x), y)
+    torch.autograd.backward(loss)
+    optimizer.step()
+    return float(loss)'''
+
+GLOBAL_DEVICE = '''def to_device(batch, device_):
+    move = lambda v: v.to(device) if torch.is_tensor(v) else v      # the notebook's `device`, not the argument
+    if isinstance(batch, dict):
+        return {k: move(v) for k, v in batch.items()}
+    return type(batch)(move(v) for v in batch)'''
+
+MANUAL_WEIGHTS_FLOAT32 = '''def class_weighted_loss(logits, targets, class_counts):
+    total = sum(class_counts)
+    weights = torch.tensor([total / (len(class_counts) * c) for c in class_counts], device=logits.device)  # float32
+    picked = -torch.log_softmax(logits, dim=1).gather(1, targets[:, None])[:, 0]
+    w = weights[targets]
+    return (w * picked).sum() / w.sum()         # float64 logits: promoted to float64; bfloat16: to float32'''
+
+DEVICE = 'two tensors of one operation are on different devices'  # the hint, on every torch wording
 
 VARIANTS = {
     "batch_left_on_cpu": {"cells": {"train_step": TRAIN_STEP_MODEL_ONLY}, "lost": {"check_train_step": DEVICE}},
     "class_weights_on_cpu": {"cells": {"class_weighted_loss": WEIGHTS_ON_CPU}, "lost": {"check_class_weighted_loss": DEVICE}},
     "labels_not_moved": {
         "cells": {"to_device": ONLY_INPUTS_MOVED},
-        "lost": {"check_to_device": "after to_device: expected on", "check_train_step": DEVICE},
+        "lost": {"check_to_device": "but batch[1] on cpu", "check_train_step": DEVICE},
     },
     "no_zero_grad": {"cells": {"train_step": NO_ZERO_GRAD}, "lost": {"check_train_step": "optimizer.zero_grad()"}},
     "returns_tensor": {"cells": {"train_step": RETURNS_TENSOR}, "lost": {"check_train_step": "Python float"}},
     "written_differently": {"cells": {"to_device": ALT_TO_DEVICE, "class_weighted_loss": ALT_LOSS, "train_step": ALT_STEP}, "lost": {}},
+    "enable_grad_in_the_step": {"cells": {"train_step": ENABLE_GRAD_STEP}, "lost": {}},
+    "grad_mode_switched_on": {"cells": {"train_step": GRAD_ON_GLOBALLY}, "lost": {}},
+    "to_device_ignores_its_device": {"cells": {"to_device": GLOBAL_DEVICE},
+                                     "lost": {"check_to_device": "still on cpu, where they were",
+                                              "check_train_step": DEVICE}},
+    "weights_in_float32_by_hand": {"cells": {"class_weighted_loss": MANUAL_WEIGHTS_FLOAT32},
+                                   "lost": {"check_class_weighted_loss": "dtype=logits.dtype"}},
 }
+
+BLIND1 = {'to_device_recursive': {'to_device': 'def to_device(batch, device):\n'
+                                      '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                      '`device`."""\n'
+                                      '    # recursive: also copes with nested containers\n'
+                                      '    if torch.is_tensor(batch):\n'
+                                      '        return batch.to(device)\n'
+                                      '    if isinstance(batch, dict):\n'
+                                      '        return type(batch)((key, to_device(value, device)) for key, value in '
+                                      'batch.items())\n'
+                                      '    if isinstance(batch, (list, tuple)):\n'
+                                      '        return type(batch)(to_device(item, device) for item in batch)\n'
+                                      '    return batch\n'},
+ 'to_device_pytree': {'to_device': 'from torch.utils._pytree import tree_map\n'
+                                   '\n'
+                                   '\n'
+                                   'def to_device(batch, device):\n'
+                                   '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                   '`device`."""\n'
+                                   '    return tree_map(\n'
+                                   '        lambda leaf: leaf.to(device=device, non_blocking=True) if '
+                                   'isinstance(leaf, torch.Tensor) else leaf,\n'
+                                   '        batch,\n'
+                                   '    )\n'},
+ 'to_device_explicit_loops': {'to_device': 'def to_device(batch, device):\n'
+                                           '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                           '`device`."""\n'
+                                           '    if isinstance(batch, dict):\n'
+                                           '        moved = {}\n'
+                                           '        for key in batch:\n'
+                                           '            value = batch[key]\n'
+                                           '            if isinstance(value, torch.Tensor):\n'
+                                           '                value = value.to(device=device, copy=False)\n'
+                                           '            moved[key] = value\n'
+                                           '        return moved\n'
+                                           '    moved = []\n'
+                                           '    for value in batch:\n'
+                                           '        if isinstance(value, torch.Tensor):\n'
+                                           '            value = value.to(device=device, copy=False)\n'
+                                           '        moved.append(value)\n'
+                                           '    if isinstance(batch, tuple):\n'
+                                           '        return tuple(moved)\n'
+                                           '    return moved\n'},
+ 'to_device_inplace_mutables': {'to_device': 'def to_device(batch, device):\n'
+                                             '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                             '`device`."""\n'
+                                             '    if isinstance(batch, dict):\n'
+                                             '        for key, value in batch.items():\n'
+                                             '            if torch.is_tensor(value):\n'
+                                             '                batch[key] = value.to(device)\n'
+                                             '        return batch\n'
+                                             '    if isinstance(batch, list):\n'
+                                             '        for i, value in enumerate(batch):\n'
+                                             '            if torch.is_tensor(value):\n'
+                                             '                batch[i] = value.to(device)\n'
+                                             '        return batch\n'
+                                             '    return tuple(v.to(device) if torch.is_tensor(v) else v for v in '
+                                             'batch)\n'},
+ 'to_device_ducktyped_nograd': {'to_device': '@torch.no_grad()\n'
+                                             'def to_device(batch, device):\n'
+                                             '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                             '`device`."""\n'
+                                             '    move = lambda x: x.to(device) if hasattr(x, "to") else x\n'
+                                             '    if isinstance(batch, dict):\n'
+                                             '        return {k: move(v) for k, v in batch.items()}\n'
+                                             '    return type(batch)(map(move, batch))\n'},
+ 'to_device_always_list': {'to_device': 'def to_device(batch, device):\n'
+                                        '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                        '`device`."""\n'
+                                        '    if isinstance(batch, dict):\n'
+                                        '        return {k: v.to(device) if torch.is_tensor(v) else v for k, v in '
+                                        'batch.items()}\n'
+                                        '    return [b.to(device) if torch.is_tensor(b) else b for b in batch]\n'},
+ 'to_device_always_tuple': {'to_device': 'def to_device(batch, device):\n'
+                                         '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                         '`device`."""\n'
+                                         '    if isinstance(batch, dict):\n'
+                                         '        return {k: v.to(device) if torch.is_tensor(v) else v for k, v in '
+                                         'batch.items()}\n'
+                                         '    return tuple(b.to(device) if torch.is_tensor(b) else b for b in '
+                                         'batch)\n'},
+ 'to_device_not_assigned': {'to_device': 'def to_device(batch, device):\n'
+                                         '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                         '`device`."""\n'
+                                         '    items = batch.values() if isinstance(batch, dict) else batch\n'
+                                         '    for item in items:\n'
+                                         '        if torch.is_tensor(item):\n'
+                                         '            item.to(device)          # forgot that .to() on a tensor '
+                                         'returns a NEW tensor\n'
+                                         '    return batch\n'},
+ 'to_device_moves_everything': {'to_device': 'def to_device(batch, device):\n'
+                                             '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                             '`device`."""\n'
+                                             '    if isinstance(batch, dict):\n'
+                                             '        return {k: v.to(device) for k, v in batch.items()}\n'
+                                             '    return type(batch)(b.to(device) for b in batch)\n'},
+ 'to_device_dict_drops_nontensors': {'to_device': 'def to_device(batch, device):\n'
+                                                  '    """Return `batch` (tuple, list or dict) with every tensor '
+                                                  'moved to `device`."""\n'
+                                                  '    if isinstance(batch, dict):\n'
+                                                  '        return {k: v.to(device) for k, v in batch.items() if '
+                                                  'torch.is_tensor(v)}\n'
+                                                  '    return type(batch)(b.to(device) if torch.is_tensor(b) else b '
+                                                  'for b in batch)\n'},
+ 'to_device_first_two_only': {'to_device': 'def to_device(batch, device):\n'
+                                           '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                           '`device`."""\n'
+                                           '    if isinstance(batch, dict):\n'
+                                           '        return {k: v.to(device) if torch.is_tensor(v) else v for k, v in '
+                                           'batch.items()}\n'
+                                           '    inputs, labels, *extra = batch\n'
+                                           '    moved = [inputs.to(device), labels.to(device), *extra]   # extras '
+                                           'are ids/metadata... or so I assumed\n'
+                                           '    return type(batch)(moved)\n'},
+ 'to_device_hardcoded_cuda': {'to_device': 'def to_device(batch, device):\n'
+                                           '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                           '`device`."""\n'
+                                           '    if isinstance(batch, dict):\n'
+                                           '        return {k: v.cuda() if torch.is_tensor(v) else v for k, v in '
+                                           'batch.items()}\n'
+                                           '    return type(batch)(b.cuda() if torch.is_tensor(b) else b for b in '
+                                           'batch)\n'},
+ 'to_device_no_dict_branch': {'to_device': 'def to_device(batch, device):\n'
+                                           '    """Return `batch` (tuple, list or dict) with every tensor moved to '
+                                           '`device`."""\n'
+                                           '    return type(batch)(b.to(device) if isinstance(b, torch.Tensor) else '
+                                           'b for b in batch)\n'},
+ 'cwl_python_floats': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                              '    """Cross-entropy with balanced class weights, built on the '
+                                              'logits\' device."""\n'
+                                              '    n_total = sum(class_counts)\n'
+                                              '    n_classes = len(class_counts)\n'
+                                              '    weights = [n_total / (n_classes * count) for count in '
+                                              'class_counts]\n'
+                                              '    weight = torch.tensor(weights, device=logits.device, '
+                                              'dtype=logits.dtype)\n'
+                                              '    return nn.functional.cross_entropy(logits, targets, '
+                                              'weight=weight)\n'},
+ 'cwl_new_tensor': {'class_weighted_loss': 'import torch.nn.functional as F\n'
+                                           '\n'
+                                           '\n'
+                                           'def class_weighted_loss(logits, targets, class_counts):\n'
+                                           '    """Cross-entropy with balanced class weights, built on the logits\' '
+                                           'device."""\n'
+                                           '    counts = logits.new_tensor(class_counts)          # same device and '
+                                           'dtype as the logits\n'
+                                           '    weight = counts.sum() / (counts.numel() * counts)\n'
+                                           '    return F.cross_entropy(logits, targets, weight=weight)\n'},
+ 'cwl_module_api_to_other': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                                    '    """Cross-entropy with balanced class weights, built on the '
+                                                    'logits\' device."""\n'
+                                                    '    counts = torch.as_tensor(class_counts, '
+                                                    'dtype=torch.float64)\n'
+                                                    '    weight = (counts.sum() / (len(class_counts) * '
+                                                    'counts)).to(logits)\n'
+                                                    '    criterion = nn.CrossEntropyLoss(weight=weight)\n'
+                                                    '    return criterion(logits, targets)\n'},
+ 'cwl_manual_gather': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                              '    """Cross-entropy with balanced class weights, built on the '
+                                              'logits\' device."""\n'
+                                              '    total, k = float(sum(class_counts)), len(class_counts)\n'
+                                              '    weight = torch.tensor([total / (k * c) for c in class_counts], '
+                                              'dtype=logits.dtype, device=logits.device)\n'
+                                              '    log_probs = torch.log_softmax(logits, dim=1)\n'
+                                              '    picked = log_probs.gather(1, targets.unsqueeze(1)).squeeze(1)\n'
+                                              '    w = weight[targets]\n'
+                                              '    return -(w * picked).sum() / w.sum()\n'},
+ 'cwl_empty_fill_nll': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                               '    """Cross-entropy with balanced class weights, built on the '
+                                               'logits\' device."""\n'
+                                               '    n_classes = len(class_counts)\n'
+                                               '    n_total = sum(class_counts)\n'
+                                               '    weight = torch.empty(n_classes, device=logits.device, '
+                                               'dtype=logits.dtype)\n'
+                                               '    for c in range(n_classes):\n'
+                                               '        weight[c] = n_total / (n_classes * class_counts[c])\n'
+                                               '    return '
+                                               'torch.nn.functional.nll_loss(torch.nn.functional.log_softmax(logits, '
+                                               'dim=-1), targets, weight=weight)\n'},
+ 'cwl_weights_on_cpu': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                               '    """Cross-entropy with balanced class weights, built on the '
+                                               'logits\' device."""\n'
+                                               '    n_total, n_classes = sum(class_counts), len(class_counts)\n'
+                                               '    weight = torch.tensor([n_total / (n_classes * c) for c in '
+                                               'class_counts])\n'
+                                               '    return nn.functional.cross_entropy(logits, targets, '
+                                               'weight=weight)\n'},
+ 'cwl_device_but_not_dtype': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                                     '    """Cross-entropy with balanced class weights, built on the '
+                                                     'logits\' device."""\n'
+                                                     '    n_total, n_classes = sum(class_counts), len(class_counts)\n'
+                                                     '    weight = torch.tensor([n_total / (n_classes * c) for c in '
+                                                     'class_counts], device=logits.device)\n'
+                                                     '    return nn.functional.cross_entropy(logits, targets, '
+                                                     'weight=weight)\n'},
+ 'cwl_global_device': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                              '    """Cross-entropy with balanced class weights, built on the '
+                                              'logits\' device."""\n'
+                                              '    n_total, n_classes = sum(class_counts), len(class_counts)\n'
+                                              '    weight = torch.tensor([n_total / (n_classes * c) for c in '
+                                              'class_counts], device=device, dtype=logits.dtype)\n'
+                                              '    return nn.functional.cross_entropy(logits, targets, '
+                                              'weight=weight)\n'},
+ 'cwl_cuda_if_available': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                                  '    """Cross-entropy with balanced class weights, built on the '
+                                                  'logits\' device."""\n'
+                                                  '    n_total, n_classes = sum(class_counts), len(class_counts)\n'
+                                                  '    weight = torch.FloatTensor([n_total / (n_classes * c) for c '
+                                                  'in class_counts])\n'
+                                                  '    if torch.cuda.is_available():\n'
+                                                  '        weight = weight.cuda()\n'
+                                                  '    return nn.functional.cross_entropy(logits, targets, '
+                                                  'weight=weight)\n'},
+ 'cwl_inverted_weights': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                                 '    """Cross-entropy with balanced class weights, built on the '
+                                                 'logits\' device."""\n'
+                                                 '    n_total, n_classes = sum(class_counts), len(class_counts)\n'
+                                                 '    weight = torch.tensor([n_classes * c / n_total for c in '
+                                                 'class_counts], device=logits.device, dtype=logits.dtype)\n'
+                                                 '    return nn.functional.cross_entropy(logits, targets, '
+                                                 'weight=weight)\n'},
+ 'cwl_floor_division': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                               '    """Cross-entropy with balanced class weights, built on the '
+                                               'logits\' device."""\n'
+                                               '    n_total, n_classes = sum(class_counts), len(class_counts)\n'
+                                               '    weight = torch.tensor([n_total // (n_classes * c) for c in '
+                                               'class_counts], device=logits.device, dtype=logits.dtype)\n'
+                                               '    return nn.functional.cross_entropy(logits, targets, '
+                                               'weight=weight)\n'},
+ 'cwl_returns_item': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                             '    """Cross-entropy with balanced class weights, built on the '
+                                             'logits\' device."""\n'
+                                             '    n_total, n_classes = sum(class_counts), len(class_counts)\n'
+                                             '    weight = torch.tensor([n_total / (n_classes * c) for c in '
+                                             'class_counts], device=logits.device, dtype=logits.dtype)\n'
+                                             '    return nn.functional.cross_entropy(logits, targets, '
+                                             'weight=weight).item()\n'},
+ 'cwl_mean_over_batch': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                                '    """Cross-entropy with balanced class weights, built on the '
+                                                'logits\' device."""\n'
+                                                '    n_total, n_classes = sum(class_counts), len(class_counts)\n'
+                                                '    weight = torch.tensor([n_total / (n_classes * c) for c in '
+                                                'class_counts], device=logits.device, dtype=logits.dtype)\n'
+                                                '    per_sample = nn.functional.cross_entropy(logits, targets, '
+                                                'reduction="none")\n'
+                                                '    return (weight[targets] * per_sample).mean()\n'},
+ 'cwl_batch_bincount': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                               '    """Cross-entropy with balanced class weights, built on the '
+                                               'logits\' device."""\n'
+                                               '    n_classes = logits.shape[1]\n'
+                                               '    counts = torch.bincount(targets, '
+                                               'minlength=n_classes).to(logits.dtype).clamp(min=1)\n'
+                                               '    weight = counts.sum() / (n_classes * counts)\n'
+                                               '    return nn.functional.cross_entropy(logits, targets, '
+                                               'weight=weight)\n'},
+ 'cwl_everything_to_cpu': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n'
+                                                  '    """Cross-entropy with balanced class weights, built on the '
+                                                  'logits\' device."""\n'
+                                                  '    n_total, n_classes = sum(class_counts), len(class_counts)\n'
+                                                  '    weight = torch.tensor([n_total / (n_classes * c) for c in '
+                                                  'class_counts], dtype=logits.dtype)\n'
+                                                  '    return nn.functional.cross_entropy(logits.cpu(), '
+                                                  'targets.cpu(), weight=weight)\n'},
+ 'train_step_tutorial_style': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                             '    """One training step on `device`; returns the loss as a float."""\n'
+                                             '    model.train()\n'
+                                             '    inputs, labels = batch\n'
+                                             '    inputs = inputs.to(device)\n'
+                                             '    labels = labels.to(device)\n'
+                                             '\n'
+                                             '    optimizer.zero_grad()\n'
+                                             '    outputs = model(inputs)\n'
+                                             '    loss = loss_fn(outputs, labels)\n'
+                                             '    loss.backward()\n'
+                                             '    optimizer.step()\n'
+                                             '\n'
+                                             '    return loss.item()\n'},
+ 'train_step_nonblocking_float': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                                '    """One training step on `device`; returns the loss as a '
+                                                'float."""\n'
+                                                '    inputs, labels = (t.to(device, non_blocking=True) for t in '
+                                                'batch)\n'
+                                                '    optimizer.zero_grad(set_to_none=True)\n'
+                                                '    loss = loss_fn(model(inputs), labels)\n'
+                                                '    loss.backward()\n'
+                                                '    optimizer.step()\n'
+                                                '    return float(loss)\n'},
+ 'train_step_param_device_model_zero_grad': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, '
+                                                           'device):\n'
+                                                           '    """One training step on `device`; returns the loss '
+                                                           'as a float."""\n'
+                                                           '    target_device = next(model.parameters()).device      '
+                                                           '# the model is already on `device`\n'
+                                                           '    x, y = batch[0].to(device=target_device), '
+                                                           'batch[1].to(device=target_device)\n'
+                                                           '    model.zero_grad()\n'
+                                                           '    loss = loss_fn(model(x), y)\n'
+                                                           '    loss.backward()\n'
+                                                           '    optimizer.step()\n'
+                                                           '    return loss.detach().item()\n'},
+ 'train_step_reuses_to_device': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                               '    """One training step on `device`; returns the loss as a '
+                                               'float."""\n'
+                                               '    inputs, labels = to_device(batch, device)\n'
+                                               '    optimizer.zero_grad()\n'
+                                               '    loss = loss_fn(model(inputs), labels)\n'
+                                               '    loss.backward()\n'
+                                               '    optimizer.step()\n'
+                                               '    return loss.item()\n'},
+ 'train_step_set_grad_enabled': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                               '    """One training step on `device`; returns the loss as a '
+                                               'float."""\n'
+                                               '    inputs, labels = batch\n'
+                                               '    inputs, labels = inputs.to(device), labels.to(device)\n'
+                                               '    optimizer.zero_grad()\n'
+                                               '    with torch.set_grad_enabled(True):\n'
+                                               '        outputs = model(inputs)\n'
+                                               '        loss = loss_fn(outputs, labels)\n'
+                                               '        loss.backward()\n'
+                                               '        optimizer.step()\n'
+                                               '    return loss.item()\n'},
+ 'train_step_closure': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                      '    """One training step on `device`; returns the loss as a float."""\n'
+                                      '    inputs, labels = batch\n'
+                                      '    inputs, labels = inputs.to(device), labels.to(device)\n'
+                                      '\n'
+                                      '    def closure():\n'
+                                      '        optimizer.zero_grad()\n'
+                                      '        loss = loss_fn(model(inputs), labels)\n'
+                                      '        loss.backward()\n'
+                                      '        return loss\n'
+                                      '\n'
+                                      '    loss = optimizer.step(closure)\n'
+                                      '    return loss.item()\n'},
+ 'train_step_numpy_float': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                          '    """One training step on `device`; returns the loss as a float."""\n'
+                                          '    inputs, labels = batch\n'
+                                          '    inputs = inputs.to(device)\n'
+                                          '    labels = labels.to(device)\n'
+                                          '    optimizer.zero_grad()\n'
+                                          '    loss = loss_fn(model(inputs), labels)\n'
+                                          '    loss.backward()\n'
+                                          '    optimizer.step()\n'
+                                          '    return float(loss.detach().cpu().numpy())\n'},
+ 'train_step_to_not_assigned': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                              '    """One training step on `device`; returns the loss as a '
+                                              'float."""\n'
+                                              '    inputs, labels = batch\n'
+                                              '    inputs.to(device)\n'
+                                              '    labels.to(device)\n'
+                                              '    optimizer.zero_grad()\n'
+                                              '    loss = loss_fn(model(inputs), labels)\n'
+                                              '    loss.backward()\n'
+                                              '    optimizer.step()\n'
+                                              '    return loss.item()\n'},
+ 'train_step_labels_left_behind': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                                 '    """One training step on `device`; returns the loss as a '
+                                                 'float."""\n'
+                                                 '    inputs, labels = batch\n'
+                                                 '    inputs = inputs.to(device)\n'
+                                                 '    optimizer.zero_grad()\n'
+                                                 '    loss = loss_fn(model(inputs), labels)\n'
+                                                 '    loss.backward()\n'
+                                                 '    optimizer.step()\n'
+                                                 '    return loss.item()\n'},
+ 'train_step_returns_tensor': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                             '    """One training step on `device`; returns the loss as a float."""\n'
+                                             '    inputs, labels = batch[0].to(device), batch[1].to(device)\n'
+                                             '    optimizer.zero_grad()\n'
+                                             '    loss = loss_fn(model(inputs), labels)\n'
+                                             '    loss.backward()\n'
+                                             '    optimizer.step()\n'
+                                             '    return loss\n'},
+ 'train_step_no_zero_grad': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                           '    """One training step on `device`; returns the loss as a float."""\n'
+                                           '    inputs, labels = batch[0].to(device), batch[1].to(device)\n'
+                                           '    loss = loss_fn(model(inputs), labels)\n'
+                                           '    loss.backward()\n'
+                                           '    optimizer.step()\n'
+                                           '    return loss.item()\n'},
+ 'train_step_zero_grad_at_end': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                               '    """One training step on `device`; returns the loss as a '
+                                               'float."""\n'
+                                               '    inputs, labels = batch[0].to(device), batch[1].to(device)\n'
+                                               '    loss = loss_fn(model(inputs), labels)\n'
+                                               '    loss.backward()\n'
+                                               '    optimizer.step()\n'
+                                               '    optimizer.zero_grad()        # "clean up for the next step"\n'
+                                               '    return loss.item()\n'},
+ 'train_step_zero_between_backward_and_step': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, '
+                                                             'device):\n'
+                                                             '    """One training step on `device`; returns the loss '
+                                                             'as a float."""\n'
+                                                             '    inputs, labels = batch[0].to(device), '
+                                                             'batch[1].to(device)\n'
+                                                             '    loss = loss_fn(model(inputs), labels)\n'
+                                                             '    loss.backward()\n'
+                                                             '    optimizer.zero_grad()\n'
+                                                             '    optimizer.step()\n'
+                                                             '    return loss.item()\n'},
+ 'train_step_step_before_backward': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                                   '    """One training step on `device`; returns the loss as a '
+                                                   'float."""\n'
+                                                   '    inputs, labels = batch[0].to(device), batch[1].to(device)\n'
+                                                   '    optimizer.zero_grad()\n'
+                                                   '    loss = loss_fn(model(inputs), labels)\n'
+                                                   '    optimizer.step()\n'
+                                                   '    loss.backward()\n'
+                                                   '    return loss.item()\n'},
+ 'train_step_reports_loss_after_update': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                                        '    """One training step on `device`; returns the loss as a '
+                                                        'float."""\n'
+                                                        '    inputs, labels = batch[0].to(device), '
+                                                        'batch[1].to(device)\n'
+                                                        '    optimizer.zero_grad()\n'
+                                                        '    loss_fn(model(inputs), labels).backward()\n'
+                                                        '    optimizer.step()\n'
+                                                        '    with torch.no_grad():\n'
+                                                        '        return loss_fn(model(inputs), labels).item()\n'},
+ 'train_step_hardcoded_cuda': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                             '    """One training step on `device`; returns the loss as a float."""\n'
+                                             '    inputs, labels = batch\n'
+                                             '    inputs, labels = inputs.cuda(), labels.cuda()\n'
+                                             '    optimizer.zero_grad()\n'
+                                             '    loss = loss_fn(model(inputs), labels)\n'
+                                             '    loss.backward()\n'
+                                             '    optimizer.step()\n'
+                                             '    return loss.item()\n'},
+ 'train_step_forward_in_no_grad': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n'
+                                                 '    """One training step on `device`; returns the loss as a '
+                                                 'float."""\n'
+                                                 '    inputs, labels = batch[0].to(device), batch[1].to(device)\n'
+                                                 '    optimizer.zero_grad()\n'
+                                                 '    with torch.no_grad():                  # "saves memory"\n'
+                                                 '        outputs = model(inputs)\n'
+                                                 '    loss = loss_fn(outputs, labels)\n'
+                                                 '    loss.backward()\n'
+                                                 '    optimizer.step()\n'
+                                                 '    return loss.item()\n'}}
+BLIND1_LOST = {'to_device_always_list': {'check_to_device': "expected a tuple (keep the batch's type"},
+ 'to_device_always_tuple': {'check_to_device': "expected a list (keep the batch's type"},
+ 'to_device_not_assigned': {'check_to_device': 'still on cpu, where they were',
+                            'check_train_step': 'two tensors of one operation are on different devices'},
+ 'to_device_moves_everything': {'check_to_device': 'raised AttributeError'},
+ 'to_device_dict_drops_nontensors': {'check_to_device': 'expected the same items'},
+ 'to_device_first_two_only': {'check_to_device': 'but batch[2] on cpu'},
+ 'to_device_hardcoded_cuda': {'check_to_device': 'the code asked for CUDA itself',
+                              'check_train_step': 'the code asked for CUDA itself'},
+ 'to_device_no_dict_branch': {'check_to_device': 'raised ValueError'},
+ 'cwl_weights_on_cpu': {'check_class_weighted_loss': 'with float64 logits (float32 ones worked)'},
+ 'cwl_device_but_not_dtype': {'check_class_weighted_loss': "create the weight tensor with the logits' dtype"},
+ 'cwl_global_device': {'check_class_weighted_loss': 'two tensors of one operation are on different devices'},
+ 'cwl_cuda_if_available': {'check_class_weighted_loss': 'with float64 logits (float32 ones worked)'},
+ 'cwl_inverted_weights': {'check_class_weighted_loss': 'weight class c by n_total / (n_classes * class_counts[c])'},
+ 'cwl_floor_division': {'check_class_weighted_loss': 'weight class c by n_total / (n_classes * class_counts[c])'},
+ 'cwl_returns_item': {'check_class_weighted_loss': 'expected a tensor'},
+ 'cwl_mean_over_batch': {'check_class_weighted_loss': 'its mean divides by the sum of the picked weights'},
+ 'cwl_batch_bincount': {'check_class_weighted_loss': 'the loss for float32 logits on cpu'},
+ 'cwl_everything_to_cpu': {'check_class_weighted_loss': 'the loss on a simulated cuda:0: expected on cuda:0'},
+ 'train_step_to_not_assigned': {'check_train_step': 'two tensors of one operation are on different devices'},
+ 'train_step_labels_left_behind': {'check_train_step': 'two tensors of one operation are on different devices'},
+ 'train_step_returns_tensor': {'check_train_step': 'the loss as a Python float'},
+ 'train_step_no_zero_grad': {'check_train_step': 'PLUS the stale ones already in .grad'},
+ 'train_step_zero_grad_at_end': {'check_train_step': 'PLUS the stale ones already in .grad'},
+ 'train_step_zero_between_backward_and_step': {'check_train_step': 'parameters that did not change'},
+ 'train_step_step_before_backward': {'check_train_step': 'parameters that did not change'},
+ 'train_step_reports_loss_after_update': {'check_train_step': 'the loss of the batch before the step'},
+ 'train_step_hardcoded_cuda': {'check_train_step': 'the code asked for CUDA itself'},
+ 'train_step_forward_in_no_grad': {'check_train_step': 'has no graph back to the parameters'}}
+for _name, _cells in BLIND1.items():
+    VARIANTS[f"blind1_{_name}"] = {"cells": _cells, "lost": BLIND1_LOST.get(_name, {})}

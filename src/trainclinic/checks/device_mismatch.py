@@ -43,6 +43,10 @@ def _gpu_probe(run):
     return " and on a simulated cuda:0"
 
 
+def _name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
 def _sweep(seed):
     """A generator and the sweep's choices for this seed."""
     g = torch.Generator().manual_seed(seed)
@@ -176,7 +180,7 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
                 text = str(failed).split("\nHint:")[0]
                 hint = ("\nHint: create the weight tensor with the logits' dtype too (dtype=logits.dtype)."
                         if "scalar type" in text or "dtype" in text else "")
-                raise CheckFailed(f"with {dtype} logits (float32 ones worked): {text}{hint}") from None
+                raise CheckFailed(f"with {_name(dtype)} logits (float32 ones worked): {text}{hint}") from None
             want = F.cross_entropy(lg.detach().double(), tg, weight=reference_weights(counts, lg.double()))
             expect(torch.is_tensor(got), "the loss", "a tensor (so it can be backpropagated)", type(got).__name__,
                    "return the loss tensor itself, not loss.item().")
@@ -184,12 +188,16 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
             expect(got.requires_grad, "the loss", "connected to logits (requires_grad)", "no gradient path",
                    "compute it from logits with PyTorch operations; do not detach or rebuild it.")
             expect(_same_device(got, device), "the loss", f"on {device}, with the logits", f"on {got.device}")
-            expect(got.dtype == dtype, f"the loss for {dtype} logits", f"dtype {dtype}, the logits' dtype",
-                   f"{got.dtype}", "build the weights with dtype=logits.dtype: other dtypes change the loss's.")
+            expect(got.dtype == dtype, f"the loss for {_name(dtype)} logits", f"dtype {_name(dtype)}, the logits' dtype",
+                   _name(got.dtype), "build the weights with dtype=logits.dtype: a weight of another dtype changes "
+                   "the loss's.")
             rtol, atol = _TOLERANCE[dtype]
-            expect(close(got, want, rtol=rtol, atol=atol),
-                   f"the loss for {dtype} logits on {device} (n={len(targets)}, counts {counts})",
-                   f"{want.item():.6g}", f"{got.item():.6g}",
+            what = f"the loss for {_name(dtype)} logits on {device} (n={len(targets)}, counts {counts})"
+            if dtype == torch.float64 and not close(got, want, rtol=rtol, atol=atol) and close(got, want):
+                raise CheckFailed(f"{what}: expected {want.item():.12g}, observed {got.item():.12g}, equal only to "
+                                  f"float32 precision.\nHint: something was computed in float32: build the weights "
+                                  f"with dtype=logits.dtype.")
+            expect(close(got, want, rtol=rtol, atol=atol), what, f"{want.item():.6g}", f"{got.item():.6g}",
                    "weight class c by n_total / (n_classes * class_counts[c]) and pass it as `weight=` to the "
                    "cross-entropy (its mean divides by the sum of the picked weights).")
 
@@ -200,7 +208,7 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
                "on cuda:0, with the logits", f"on {got.device}" if torch.is_tensor(got) else type(got).__name__)
 
     where = _gpu_probe(probe)
-    kinds = "/".join(str(d).replace("torch.", "") for d in dtypes)
+    kinds = "/".join(map(_name, dtypes))
     return f"equals the balanced-weight cross-entropy for {kinds} logits on {', '.join(map(str, _devices()))}{where}"
 
 
@@ -306,6 +314,6 @@ def check_train_step(train_step, seed=0, batch_size=None):
         expect(sim.backward_calls == 1, "backward() calls on a simulated cuda:0", "1", sim.backward_calls)
 
     where = _gpu_probe(probe)
-    dt = str(case["dtype"]).replace("torch.", "")
+    dt = _name(case["dtype"])
     return (f"one correct SGD step ({dt}, batch of {len(batch[1])}), loss returned as a float, batch moved, "
             f"on {', '.join(map(str, _devices()))}{where}")
