@@ -86,11 +86,8 @@ def _grad_mode_kept():
 
 
 def _probe_model(c):
-    """The lesson's kind of model for the device probe (BatchNorm without running statistics: the simulation
-    cannot update them), and a CPU loader whose last batch is short but not of one."""
-    torch.random.default_generator.manual_seed(0)
-    model = nn.Sequential(nn.Linear(c["inputs"], c["hidden"]), nn.BatchNorm1d(c["hidden"], track_running_stats=False),
-                          nn.ReLU(), nn.Dropout(c["p"]), nn.Linear(c["hidden"], c["classes"]))
+    """The lesson's model for the device probe, and a CPU loader whose last batch is short but not of one."""
+    model = bn_mlp(inputs=c["inputs"], hidden=c["hidden"], outputs=c["classes"], p=c["p"], seed=1)
     x, y = data.blobs(n=10, features=c["inputs"], classes=c["classes"], seed=1).tensors
     return model, DataLoader(TensorDataset(x, y), batch_size=4)
 
