@@ -58,6 +58,9 @@ _DEVICE_HINT = ("two tensors of one operation are on different devices (the mess
 _CUDA_HINT = ("the code asked for CUDA itself (.cuda(), device='cuda') on a machine without it: use the `device` "
               "it is given, with .to(device).")
 
+_TARGET_HINT = ("a loss over classes (cross_entropy, nll_loss) wants its target as int64 class indices: "
+                "targets.long().")
+
 HINTS = {  # the first key found in the exception's text gives the hint
     "Expected all tensors to be on the same device": _DEVICE_HINT,  # real GPU (all torch), simulation torch >= 2.13
     "found two different devices": _DEVICE_HINT,  # the simulation (FakeTensorMode), torch <= 2.12
@@ -67,6 +70,8 @@ HINTS = {  # the first key found in the exception's text gives the hint
     "CUDA driver version is insufficient": _CUDA_HINT,  # the same, other calls
     "does not require grad and does not have a grad_fn": "the loss has no graph back to the parameters: compute it "
     "outside torch.no_grad(), from the model's output, without .detach() or .item().",
+    "expected target dtype to be Long": _TARGET_HINT,  # a class-index loss's target, torch >= 2.13
+    "expected scalar type Long but found": _TARGET_HINT,  # the same, torch <= 2.12 (which does not name the target)
     "expected scalar type": "two tensors have different dtypes: match them with .to(dtype) or create them with the same dtype.",
     "cannot be multiplied": "the two shapes in the message must agree on their inner dimension: check the layer sizes.",
 }
