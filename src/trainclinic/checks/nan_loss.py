@@ -707,8 +707,8 @@ def _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden
 
 
 def _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden):
-    lr = 100.0  # plain SGD overflows float32 within about 8 steps, float64 within about 60
-    steps = 40 if dtype == torch.float32 else 100
+    lr, steps, dtype = 100.0, 40, torch.float32  # plain SGD overflows float32 within about 8 steps (float64: 60)
+    ds = torch.utils.data.TensorDataset(*(t.to(dtype) for t in ds.tensors))
     ref = reference_run(ds, seed, batch_size, steps, dtype, features, hidden, lr)
     if ref is None:
         raise RuntimeError(f"check_train's lr=100 case does not blow up on seed {seed}: a check bug")
