@@ -87,8 +87,8 @@ def _grad_mode_kept():
 
 def _probe_model(c):
     """The lesson's model for the device probe, and a CPU loader whose last batch is short but not of one."""
-    model = bn_mlp(inputs=c["inputs"], hidden=c["hidden"], outputs=c["classes"], p=c["p"], seed=1)
-    x, y = data.blobs(n=10, features=c["inputs"], classes=c["classes"], seed=1).tensors
+    model = bn_mlp(inputs=c["inputs"], hidden=c["hidden"], outputs=c["classes"], p=c["p"], depth=1, seed=1)
+    x, y = data.blobs(n=6, features=c["inputs"], classes=c["classes"], seed=1).tensors  # the simulation is slow
     return model, DataLoader(TensorDataset(x, y), batch_size=4)
 
 
