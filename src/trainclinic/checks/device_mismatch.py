@@ -90,12 +90,12 @@ def _verify_moved(to_device, batch, device, real=True):
            f"a {kind} (keep the batch's type: code that unpacks or indexes the batch relies on it)",
            f"a {type(out).__name__}" if out is not None else "None (did it return its result?)")
     got, want = dict(_items(out)), dict(_items(batch))
-    expect(list(got) == list(want), f"to_device's result for a {kind} batch", f"the same items {list(want)}",
-           f"{list(got)}")
+    expect(set(got) == set(want) and len(got) == len(want), f"to_device's result for a {kind} batch",
+           f"the same items {list(want)}", f"{list(got)}")
     tensors = [(label, value, got[label]) for label, value in want.items() if torch.is_tensor(value)]
     for label, value in want.items():
         if not torch.is_tensor(value):
-            expect(got[label] is value or got[label] == value, label,
+            expect(got[label] is value or (not torch.is_tensor(got[label]) and got[label] == value), label,
                    f"unchanged ({value!r} is not a tensor)", repr(got[label]))
     for label, value, moved in tensors:
         expect(torch.is_tensor(moved), label, "a tensor", type(moved).__name__)
@@ -110,8 +110,9 @@ def _verify_moved(to_device, batch, device, real=True):
                               f"whatever its position, name or dtype.")
         if all(m.device == v.device for _, v, m in tensors):
             raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device}, observed all "
-                              f"{len(tensors)} still on {', '.join(where)}, where they were.\nHint: `t.to(device)` "
-                              f"returns a new tensor and leaves `t` where it was: put what it returns in the result.")
+                              f"{len(tensors)} still on {', '.join(where)}, where they were.\nHint: the result must hold "
+                              f"`t.to(device)` for each tensor `t`, with the `device` argument: `.to()` returns a new "
+                              f"tensor and leaves `t` where it was.")
         raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device} (the `device` "
                           f"argument), observed {names}.")
     for label, value, moved in tensors:
