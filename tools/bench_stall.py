@@ -31,7 +31,7 @@ __all__ = ["run_once", "stall_hooks", "main"]
 
 
 def stall_hooks(timeout):
-    """NotebookClient hooks that raise, naming the cell, when a reply came only at the cell timeout (nbclient goes on)."""
+    """NotebookClient hooks that raise, naming the cell, when its reply came only at the cell timeout."""
     started = {}
 
     def start(cell, cell_index):
@@ -48,9 +48,9 @@ def stall_hooks(timeout):
 
 
 def run_once(timeout=120, busy=0.0):
-    """Execute the notebook in a fresh kernel: (seconds, stalled, client writes on shell during the cell, reply lag s)."""
+    """One fresh kernel: (seconds, stalled, client writes on shell during the cell, reply lag in s or None)."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(CELL)])
-    seen = {"writes": 0, "lag": 0.0, "took": 0.0}
+    seen = {"writes": 0, "lag": None, "took": 0.0}
 
     def start(cell, cell_index):
         channel = client.kc.shell_channel
@@ -68,8 +68,7 @@ def run_once(timeout=120, busy=0.0):
     def done(cell, cell_index, execute_reply):
         seen["took"] = time.monotonic() - seen["t0"]
         sent = execute_reply.get("header", {}).get("date")
-        if isinstance(sent, datetime):
-            seen["lag"] = (datetime.now(timezone.utc) - sent).total_seconds()
+        seen["lag"] = (datetime.now(timezone.utc) - sent).total_seconds() if isinstance(sent, datetime) else 0.0
 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", on_cell_execute=start, on_cell_executed=done)
     t0 = time.perf_counter()
@@ -95,14 +94,16 @@ def main(argv=None):
         for seconds, stalled, writes, lag in pool.map(run_once, [opts.timeout] * opts.runs, [opts.busy] * opts.runs):
             runs.append((seconds, stalled, writes, lag))
             if stalled:
-                print(f"  run {len(runs)} stalled: {seconds:.1f} s, its reply read {lag:.1f} s after the kernel sent it", flush=True)
+                why = "no reply (cell timeout)" if lag is None else f"its reply read {lag:.1f} s after the kernel sent it"
+                print(f"  run {len(runs)} stalled: {seconds:.1f} s, {why}", flush=True)
             if len(runs) % 25 == 0 and len(runs) < opts.runs:
                 print(f"  {len(runs)}/{opts.runs} runs, {sum(r[1] for r in runs)} stalls", flush=True)
     stalls = [r for r in runs if r[1]]
     print(f"live-plot stall check: {len(stalls)} stalls in {opts.runs} runs ({time.perf_counter() - start:.0f} s, "
           f"median {statistics.median(r[0] for r in runs):.2f} s per run)")
+    slowest = max((r[3] for r in runs if r[3] is not None), default=0.0)
     print(f"  client writes on the shell channel during the cell: {sum(r[2] for r in runs)}; "
-          f"slowest reply read {max(r[3] for r in runs):.2f} s after the kernel sent it")
+          f"slowest reply read {slowest:.2f} s after the kernel sent it")
     return 1 if stalls else 0
 
 
