@@ -9,6 +9,7 @@ submission that snoops on the hidden tests and writes outside its folder. Every 
 (correct, blank, two wrong fixes, every forced pass), and a run as an ordinary user (not root) proves the
 user-namespace fallback. Every grade and every reason is asserted; then the run is interrupted and resumed.
 """
+import ast
 import csv
 import html
 import json
@@ -68,6 +69,19 @@ def graded(tmp_path_factory):
 STUDENTS = sorted(corpus.cases(LESSON))
 
 
+# A new network namespace holds loopback plus the fallback device of each tunnel module the host has loaded
+# (sit0 and the like, always down there); any other interface would mean the host's network.
+TUNNEL_FALLBACKS = {"sit0", "tunl0", "ip6tnl0", "gre0", "gretap0", "erspan0", "ip_vti0", "ip6_vti0", "ip6gre0",
+                    "ip6erspan0"}
+
+
+def _private_network(text):
+    """The sandboxed kernel printed its interfaces, and they are loopback plus tunnel fallbacks only."""
+    found = re.search(r"INTERFACES (\[.*?\])", text)
+    names = set(ast.literal_eval(found.group(1))) if found else set()
+    return "lo" in names and not names - {"lo"} - TUNNEL_FALLBACKS
+
+
 @pytest.mark.nbgrader
 @pytest.mark.parametrize("student", STUDENTS)
 def test_corpus_grade(graded, student):
@@ -95,7 +109,7 @@ def test_corpus_grade(graded, student):
         nb = load(out / "autograded" / student / want["lesson"] / f"{want['lesson']}.ipynb")
         text = "\n".join(outputs_text(c) for c in nb["cells"] if c["cell_type"] == "code")
         assert "blocked read" in text and "blocked net" in text
-        assert "INTERFACES ['lo']" in text  # a private network namespace: loopback only
+        assert _private_network(text), text  # a private network namespace: loopback only
         assert "CAPS ['0000000000000000']" in text  # no capability left to undo the mounts with
         for bad in want["outputs_not"]:
             assert bad not in text, f"{student}: {bad!r} in its outputs"
@@ -281,7 +295,7 @@ def test_ordinary_user(tmp_path):
         assert float(r[("blank", LESSON)]["total"]) == float(r[("patches-checks", LESSON)]["total"]) == 0
         cells = load(out / "autograded" / "probe" / LESSON / f"{LESSON}.ipynb")["cells"]
         text = "\n".join(outputs_text(c) for c in cells if c["cell_type"] == "code")
-        assert "INTERFACES ['lo']" in text and "CAPS ['0000000000000000']" in text, text
+        assert _private_network(text) and "CAPS ['0000000000000000']" in text, text
         assert text.count("blocked read") == len(reads) and "READ " not in text, text
         assert text.count("blocked write") == len(writes) and "WROTE" not in text, text
         assert "blocked remount" in text, text
