@@ -54,11 +54,14 @@ def _kernel_env(tmp):
 EXECUTE = r'''
 import json, sys, time, nbformat
 from nbclient import NotebookClient
+sys.path.insert(0, sys.argv[3])
+from bench_stall import stall_hooks  # a reply that came only at the cell timeout fails the run, naming the cell
 path = sys.argv[1]
 nb = nbformat.read(path, as_version=4)
 start = time.perf_counter()
 try:
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}},
+                   **stall_hooks(120)).execute()
     failed = None
 except Exception as exc:
     failed = f"{type(exc).__name__}: {str(exc)[-1500:]}"
@@ -77,7 +80,8 @@ def executed(tmp_path_factory):
         if lesson not in cache:
             path = folder / f"{lesson}.ipynb"
             path.write_text(source_nb(lesson).read_text())
-            proc = subprocess.run([sys.executable, "-c", EXECUTE, str(path), str(source_nb(lesson).parent)],
+            proc = subprocess.run([sys.executable, "-c", EXECUTE, str(path), str(source_nb(lesson).parent),
+                                   str(ROOT / "tools")],
                                   capture_output=True, text=True, timeout=600, env=_kernel_env(folder))
             assert proc.returncode == 0, proc.stderr[-3000:]
             cache[lesson] = (json.loads(path.read_text()), json.loads(proc.stdout.strip().splitlines()[-1]))

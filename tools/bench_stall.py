@@ -1,4 +1,4 @@
-"""Live-plot stall check: execute a one-cell LivePlot notebook N times under nbclient and count the runs that stall.
+"""Live-plot stall check: execute a one-cell LivePlot + explore notebook N times under nbclient and count the runs that stall.
 
     python tools/bench_stall.py [--runs 200] [--timeout 120] [--jobs 2] [--busy 0]
 
@@ -7,7 +7,8 @@ stand-in for the front end writes each captured output back to the kernel on the
 send (jupyter_client's Session.send on a shadow of the asyncio socket), while it awaits the cell's execute_reply
 on that same socket. If the reply lands just before such a write, the write swallows the socket's edge-triggered
 wake-up: the client sleeps until the cell timeout, then finds the reply and goes on, silently. LivePlot now sets
-its Output's `outputs` from the kernel instead, so the client has nothing to write back.
+its Output's `outputs` from the kernel instead, and so does explore() for each redraw, so the client has nothing
+to write back.
 
 A run stalls when its cell times out or its reply reaches the client 10 s or more after the kernel sent it.
 Also printed: the client's writes on the shell channel during the cell (the trigger). --busy S keeps the
@@ -24,7 +25,9 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError
 
-CELL = "import trainclinic as tc\nwith tc.LivePlot('x', every=1) as p:\n    for i in range(30): p.update(i, 1/(i+1), 1.0)"
+CELL = ("import trainclinic as tc\nwith tc.LivePlot('x', every=1) as p:\n    for i in range(30): p.update(i, 1/(i+1), 1.0)\n"
+        "s = tc.explore(lambda lr: {'loss': [1.0, lr]}, lr=('float', 0.0, 1.0, 0.1))  # a slider moved 3 times\n"
+        "for v in (0.2, 0.3, 0.4): s['lr'].value = v")
 LATE = 10.0  # s between the kernel sending the reply and the client reading it: a healthy run takes well under 1 s
 
 __all__ = ["run_once", "stall_hooks", "main"]

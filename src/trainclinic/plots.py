@@ -74,10 +74,12 @@ def draw(history, title=""):
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    if history.get("failure"):  # what went wrong in this run, in the lesson's words
+    # fixed margins, not tight_layout(): that measures every tick label and doubled the time of a redraw
+    failed = bool(history.get("failure"))
+    fig.subplots_adjust(left=0.07 if len(panels) > 2 else 0.1, right=0.97, wspace=0.3, top=0.8,
+                        bottom=0.3 if failed else 0.17)
+    if failed:  # what went wrong in this run, in the lesson's words
         fig.text(0.01, 0.01, f"FAILURE: {history['failure']}"[:160], color="red", fontsize=9, va="bottom")
-        fig.subplots_adjust(bottom=0.25)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
@@ -180,6 +182,28 @@ def _slider(name, spec):
     return widgets.FloatSlider(min=low, max=high, step=(high - low) / 100, **common)
 
 
+def _run_outputs(render):
+    """Call render() (PNG bytes), capturing its prints and any error, as an Output widget's `outputs` tuple.
+
+    Set from the kernel, not captured by `with out:`, which makes the front end send every output back on the
+    shell channel while the cell runs (the stall LivePlot._redraw describes).
+    """
+    import contextlib
+    import traceback
+
+    text, outputs = io.StringIO(), []
+    try:
+        with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+            png = render()
+    except Exception as exc:  # the learner's error shows under the sliders, like a cell's
+        png, lines = None, [line.rstrip("\n") for line in traceback.format_exception(type(exc), exc, exc.__traceback__)]
+        error = {"output_type": "error", "ename": type(exc).__name__, "evalue": str(exc), "traceback": lines}
+    if text.getvalue():
+        outputs.append({"output_type": "stream", "name": "stdout", "text": text.getvalue()})
+    outputs.append(_png_output(png) if png is not None else error)
+    return tuple(outputs)
+
+
 def _values(values):
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
 
@@ -205,11 +229,15 @@ def explore(run, title="", failure=None, **controls):
     from IPython.display import display
 
     sliders = {name: _slider(name, spec) for name, spec in controls.items()}
+    out = widgets.Output()
 
-    def redraw(**values):  # runs inside the Output that interactive_output clears: prints and errors show there
-        _show_png(draw(run(**values), f"{title} {_values(values)}".strip()))
+    def redraw(_=None):  # what run() prints and raises shows under the sliders, with the figure
+        values = {name: s.value for name, s in sliders.items()}
+        out.outputs = _run_outputs(lambda: draw(run(**values), f"{title} {_values(values)}".strip()))
 
-    out = widgets.interactive_output(redraw, sliders)
+    for slider in sliders.values():
+        slider.observe(redraw, names="value")
+    redraw()
     row = list(sliders.values())
     if failure:
         button = widgets.Button(description="show the failure", button_style="danger",
