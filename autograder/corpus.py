@@ -103,6 +103,9 @@ def _case(files, lesson, scores, status="graded", reasons=(), absent=(), outputs
             "absent": list(absent), "outputs_not": list(outputs_not)}
 
 
+WRONG_CASES = 4
+
+
 def cases(lesson):
     """{student: case}: every hostile or odd submission, with the grade it must get and why."""
     ref, bl = reference(lesson), blank(lesson)
@@ -119,9 +122,10 @@ def cases(lesson):
     out = {}
     out["correct"] = _case({f"submitted/correct/{lesson}/{name}": dumps(ref)}, lesson, full)
     out["blank"] = _case({f"blank_{name}": dumps(bl)}, lesson, zero)
-    for vname, spec in _variants(lesson).items():
-        if not spec["lost"]:
-            continue  # correct fixes written differently are the lesson's tests' business
+    # a few typical wrong fixes, the first ones the lesson's variants name: every variant's grade is proven by
+    # the lesson's own tests (tests/test_runtimes.py, tests/test_grading.py); here they stand for a class's work
+    wrong = [(v, spec) for v, spec in _variants(lesson).items() if spec["lost"]][:WRONG_CASES]
+    for vname, spec in wrong:
         nb = reference(lesson, spec["cells"])
         scores = {g: (0.0 if g in spec["lost"] else p) for g, p in full.items()}
         vname = vname.replace("_", "-")

@@ -24,7 +24,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
 RUN_TIMEOUT = 240  # seconds for one lesson's Run All (about 15 s on an idle 2-core CPU)
 ARTIFACTS = ROOT / "artifacts" / "browser"
-LATENCY = {}  # lesson -> seconds from a slider move / the failure button to the redraw (make bench prints them)
 LESSONS = lessons()
 # The only resource from outside a lesson may load; served blank here (no network), so the page stays quiet.
 EXTERNAL_OK = ("https://colab.research.google.com/assets/colab-badge.svg",)
@@ -269,8 +268,8 @@ def test_lesson_in_jupyterlab(lesson, lab, browser, course):
                 failure_s = (min(new) - start) / 1000
             _wait(page, KERNEL_IDLE, "the kernel to finish the failure run", 120)
             print(f"{lesson}: explore cell {i} showed the failure {failure_s:.2f} s after the button")
-            LATENCY[lesson] = {"slider_s": round(slider_s, 3), "failure_s": round(failure_s, 3)}
-            (ARTIFACTS / "explore-latency.json").write_text(json.dumps(LATENCY, indent=1))
+            latency = {"cell": i, "slider_s": round(slider_s, 3), "failure_s": round(failure_s, 3)}
+            (ARTIFACTS / f"explore-latency-{lesson}.json").write_text(json.dumps(latency))  # make bench prints them
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / f"{lesson}_explore.png"))
         if os.environ.get("TRAINCLINIC_DOC_SCREENSHOT") == "1" and lesson.startswith("01_"):

@@ -1,7 +1,11 @@
-"""nbgrader end to end, per lesson: generate, autograde every variant, export; assert every grade and message.
+"""nbgrader end to end, per lesson: generate, autograde, export; assert every grade and message.
 
-The reference solution gets full marks, the blank release 0, each wrong fix loses exactly the points of
-the checks it breaks (with the expected message), and correct fixes written differently get full marks.
+nbgrader's own commands grade each lesson's core submissions: the reference solution (full marks), the blank
+release (0), the first two wrong fixes (each loses exactly the points of the checks it breaks, with the
+expected message) and the first correct fix written differently (full marks). Every other variant is
+graded by the same hidden tests through tests/test_runtimes.py's fork server, on every declared runtime
+(`make test-compat`, today's pins included): a kernel per notebook costs about 15 s here, and a whole
+class of variants through nbgrader took half of CI's time while proving nothing the fork server does not.
 """
 import csv
 import fcntl
@@ -36,7 +40,7 @@ def graded(tmp_path_factory):
                 course = Course(shared / lesson)
                 if not done.exists():
                     course.nbgrader("generate_assignment", lesson, "--force")
-                    for name, spec in variants(lesson).items():
+                    for name, spec in core(lesson).items():
                         course.submit(name, lesson, submission(lesson, spec))
                     course.nbgrader("autograde", lesson, "--force")
                     done.write_text(json.dumps(course.scores(lesson)))
@@ -51,7 +55,15 @@ def _grouped(*args):
     return pytest.param(*args, marks=pytest.mark.xdist_group(f"grade-{args[0]}"), id="-".join(args))
 
 
-CASES = [_grouped(lesson, name) for lesson in LESSONS for name in variants(lesson)]
+def core(lesson):
+    """The submissions nbgrader itself grades: reference, blank, the first 2 wrong and the first correct variant."""
+    found = variants(lesson)
+    wrong = [n for n, v in found.items() if v["lost"] and n != "blank"][:2]
+    right = [n for n, v in found.items() if not v["lost"] and n != "reference"][:1]
+    return {n: found[n] for n in ["reference", "blank", *wrong, *right]}
+
+
+CASES = [_grouped(lesson, name) for lesson in LESSONS for name in core(lesson)]
 LESSON_CASES = [_grouped(lesson) for lesson in LESSONS]
 
 
@@ -59,7 +71,7 @@ LESSON_CASES = [_grouped(lesson) for lesson in LESSONS]
 @pytest.mark.parametrize("lesson,variant", CASES)
 def test_variant_grade(graded, lesson, variant):
     course, scores = graded(lesson)
-    spec = variants(lesson)[variant]
+    spec = core(lesson)[variant]
     got = scores[variant]
     assert got, f"no grades recorded for {variant}"
     lost = {gid: "" for gid in got} if spec["lost"] == "all" else spec["lost"]

@@ -1,8 +1,11 @@
 """`make bench`: execute every lesson headless and compare with the floor (kernel start + import torch).
 
-Prints a table of seconds and ratios (target: each lesson within 5x the floor), then the live-plot stall check
-(tools/bench_stall.py) and the grading benchmark (tools/bench_grading.py). Exit 1 if either fails.
+Prints a table of seconds and ratios (target: each lesson within 5x the floor), each explore section's latency in
+JupyterLab (tests/test_browser.py in headless Chromium: seconds from moving a slider, and from the "show the
+failure" button, to the redrawn plot; target under 1 s), then the live-plot stall check (tools/bench_stall.py)
+and the grading benchmark (tools/bench_grading.py). Exit 1 if the stall check or the grading fails.
 """
+import json
 import os
 import platform
 import statistics
@@ -18,6 +21,7 @@ from bench_stall import stall_hooks
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 5.0
+LATENCY_TARGET = 1.0  # s from a slider move to the redrawn explore plot
 CELL_TIMEOUT = 120  # s: a lesson's cells take under 10 s; a stuck cell fails here, by name
 
 __all__ = ["execute", "main"]
@@ -37,6 +41,7 @@ def main(argv=None):
 
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--students", type=int, default=40, help="class size for the grading benchmark (0: skip it)")
+    args.add_argument("--latency", type=int, default=1, help="measure explore latency in the browser (0: skip it)")
     args.add_argument("--stall-runs", type=int, default=200, help="runs of the live-plot stall check (0: skip it)")
     opts = args.parse_args(argv)
     os.environ.pop("NBGRADER_EXECUTION", None)
@@ -54,6 +59,8 @@ def main(argv=None):
         print(f"{path.stem:<28}{seconds:>9.2f}{ratio:>9.2f}  {'ok' if ratio <= TARGET else 'OVER TARGET'}")
     print(f"\nworst ratio {worst:.2f}x (target {TARGET:g}x)")
     failed = 0
+    if opts.latency:
+        latency()
     if opts.stall_runs > 0:
         print(flush=True)
         stall = [sys.executable, str(ROOT / "tools" / "bench_stall.py"), "--runs", str(opts.stall_runs)]
@@ -63,6 +70,25 @@ def main(argv=None):
         grading = [sys.executable, str(ROOT / "tools" / "bench_grading.py"), "--students", str(opts.students)]
         failed |= subprocess.run(grading, cwd=ROOT).returncode
     return 1 if failed else 0
+
+
+def latency():
+    """Run the browser test (one lesson at a time, nothing else running) and print each explore's latency."""
+    folder = ROOT / "artifacts" / "browser"
+    for old in folder.glob("explore-latency-*.json"):
+        old.unlink()
+    print("\nexplore latency in JupyterLab (headless Chromium, tests/test_browser.py):", flush=True)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_browser.py", "-k", "test_lesson_in_jupyterlab"], cwd=ROOT,
+                          capture_output=True, text=True)
+    if proc.returncode:
+        print(proc.stdout[-3000:])
+    print(f"{'lesson':<28}{'slider s':>10}{'failure s':>11}  target < {LATENCY_TARGET:g} s")
+    for path in sorted(folder.glob("explore-latency-*.json")):
+        got = json.loads(path.read_text())
+        worst = max(got["slider_s"], got["failure_s"])
+        print(f"{path.stem.removeprefix('explore-latency-'):<28}{got['slider_s']:>10.2f}{got['failure_s']:>11.2f}  "
+              f"{'ok' if worst < LATENCY_TARGET else 'OVER TARGET'}")
 
 
 if __name__ == "__main__":
