@@ -589,3 +589,41 @@ BLIND1_LOST = {'to_device_always_list': {'check_to_device': "expected a tuple (k
  'train_step_forward_in_no_grad': {'check_train_step': 'has no graph back to the parameters'}}
 for _name, _cells in BLIND1.items():
     VARIANTS[f"blind1_{_name}"] = {"cells": _cells, "lost": BLIND1_LOST.get(_name, {})}
+
+# Blind round 2: the cases it misgraded (now fixed in the checks), and cases whose message misled.
+BLIND2 = {
+    "to_device_skips_scalar_tensors": ('to_device', '''def to_device(batch, device):
+    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""
+    def move(x):
+        if torch.is_tensor(x) and x.dim() > 0:
+            return x.to(device)
+        return x
+
+    if isinstance(batch, dict):
+        return {k: move(v) for k, v in batch.items()}
+    return type(batch)(move(x) for x in batch)''', {"check_to_device": "is a 0-d tensor"}),
+    "cwl_mutates_class_counts": ('class_weighted_loss', '''def class_weighted_loss(logits, targets, class_counts):
+    """Cross-entropy with balanced class weights, built on the logits' device."""
+    n_total, k = sum(class_counts), len(class_counts)
+    for c in range(k):
+        class_counts[c] = n_total / (k * class_counts[c])      # reuse the list for the weights
+    weight = torch.tensor(class_counts, device=logits.device, dtype=logits.dtype)
+    return nn.functional.cross_entropy(logits, targets, weight=weight)''',
+                                 {"check_class_weighted_loss": "the class_counts list after the call: expected unchanged"}),
+    # the hint blamed the weights' formula; the loss is the weighted one, summed
+    "cwl_sum_reduction": ('class_weighted_loss', '''def class_weighted_loss(logits, targets, class_counts):
+    """Cross-entropy with balanced class weights, built on the logits' device."""
+    n_total, k = sum(class_counts), len(class_counts)
+    weight = torch.tensor([n_total / (k * c) for c in class_counts], device=logits.device, dtype=logits.dtype)
+    return nn.functional.cross_entropy(logits, targets, weight=weight, reduction="sum")''',
+                          {"check_class_weighted_loss": "which is the weighted cross-entropy summed over the batch"}),
+    # the hint blamed the weights' formula; the cause (nll_loss on raw logits) is not one the check can name
+    "cwl_nll_without_log_softmax": ('class_weighted_loss', '''def class_weighted_loss(logits, targets, class_counts):
+    """Cross-entropy with balanced class weights, built on the logits' device."""
+    n_total, k = sum(class_counts), len(class_counts)
+    weight = torch.tensor([n_total / (k * c) for c in class_counts], device=logits.device, dtype=logits.dtype)
+    return nn.functional.nll_loss(logits, targets, weight=weight)''',
+                                    {"check_class_weighted_loss": "Expected: weight class c by n_total"}),
+}
+for _name, (_cell, _source, _lost) in BLIND2.items():
+    VARIANTS[f"blind2_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

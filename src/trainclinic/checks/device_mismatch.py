@@ -67,7 +67,8 @@ def _sample_batches(seed):
     ids = [f"id{i}" for i in range(n)]
     tup = (x, y, w) if seed % 3 != 1 else (x, y, "train", w)
     lst = [x, y, w, ids] if seed % 2 == 0 else [ids, x, y, w, 3]
-    dct = {"inputs": x, "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None}
+    scalar = torch.tensor(0.5, dtype=x.dtype) if seed % 2 else torch.tensor(seed + 3)  # a 0-d tensor is a tensor too
+    dct = {"inputs": x, "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None, "step": scalar}
     return [tup, lst, dct]
 
 
@@ -83,6 +84,12 @@ def _fresh(batch):
     return dict(batch) if isinstance(batch, dict) else type(batch)(list(batch))
 
 
+def _short(value, limit=100):
+    """repr(value), cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 def _verify_moved(to_device, batch, device, real=True):
     kind = type(batch).__name__
     out = call(to_device, _fresh(batch), device, name="to_device")
@@ -96,7 +103,7 @@ def _verify_moved(to_device, batch, device, real=True):
     for label, value in want.items():
         if not torch.is_tensor(value):
             expect(got[label] is value or (not torch.is_tensor(got[label]) and got[label] == value), label,
-                   f"unchanged ({value!r} is not a tensor)", repr(got[label]))
+                   f"unchanged ({_short(value)} is not a tensor)", _short(got[label]))
     for label, value, moved in tensors:
         expect(torch.is_tensor(moved), label, "a tensor", type(moved).__name__)
     stayed = [(label, moved) for label, _, moved in tensors if not _same_device(moved, device)]
@@ -105,9 +112,12 @@ def _verify_moved(to_device, batch, device, real=True):
         names = ", ".join(f"{label} on {m.device}" for label, m in stayed)
         if len(stayed) < len(tensors):
             moved_names = ", ".join(label for label, _, m in tensors if _same_device(m, device))
+            scalars = [label for label, m in stayed if m.dim() == 0]
+            what = (f" ({', '.join(scalars)} {'is a 0-d tensor' if len(scalars) == 1 else 'are 0-d tensors'})"
+                    if scalars else "")
             raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device}, observed "
-                              f"{moved_names} on {device} but {names}.\nHint: move every tensor of the batch, "
-                              f"whatever its position, name or dtype.")
+                              f"{moved_names} on {device} but {names}{what}.\nHint: move every tensor of the batch, "
+                              f"whatever its position, name, dtype or shape (0-d tensors included).")
         if all(m.device == v.device for _, v, m in tensors):
             raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device}, observed all "
                               f"{len(tensors)} still on {', '.join(where)}, where they were.\nHint: the result must hold "
@@ -164,6 +174,29 @@ def _loss_case(seed, n=None, classes=None):
     return counts, logits, targets, dtypes
 
 
+def _loss_cause(got, logits, targets, counts, rtol, atol):
+    """What a wrong loss equals, when it equals a known mistake; else what the exercise computes."""
+    x = logits.detach().double()
+    w = reference_weights(counts, x)
+    known = [
+        (F.cross_entropy(x, targets), "the cross-entropy without class weights",
+         "pass the weight tensor as `weight=` to the cross-entropy."),
+        (F.cross_entropy(x, targets, weight=w, reduction="sum"), "the weighted cross-entropy summed over the batch",
+         "keep the cross-entropy's default mean reduction."),
+        (F.cross_entropy(x, targets, weight=w, reduction="none").mean(),
+         "the weighted per-sample losses averaged over the batch size",
+         "pass the weights as `weight=` and keep the default mean: its mean divides by the sum of the picked weights, "
+         "not by the batch size."),
+        (F.cross_entropy(x, targets, weight=1 / w), "the cross-entropy weighted by the inverse of the balanced weights",
+         "weight class c by n_total / (n_classes * class_counts[c]): rare classes count more."),
+    ]
+    for value, name, hint in known:
+        if close(got, value, rtol=rtol, atol=atol):
+            return f", which is {name}.\nHint: {hint}"
+    return (".\nExpected: weight class c by n_total / (n_classes * class_counts[c]) and pass it as `weight=` to the "
+            "cross-entropy (its mean divides by the sum of the picked weights).")
+
+
 @check("class_weighted_loss")
 def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None):
     """class_weighted_loss(logits, targets, class_counts) = cross-entropy with balanced weights, on logits' device."""
@@ -173,8 +206,9 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
         for dtype in dtypes:
             lg = logits.to(device, dtype).requires_grad_()
             tg = targets.to(device)
+            counts_arg, targets_before = list(counts), tg.clone()
             try:
-                got = call(class_weighted_loss, lg, tg, list(counts), name="class_weighted_loss")
+                got = call(class_weighted_loss, lg, tg, counts_arg, name="class_weighted_loss")
             except CheckFailed as failed:
                 if dtype == torch.float32:
                     raise
@@ -182,6 +216,11 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
                 hint = ("\nHint: create the weight tensor with the logits' dtype too (dtype=logits.dtype)."
                         if "scalar type" in text or "dtype" in text else "")
                 raise CheckFailed(f"with {_name(dtype)} logits (float32 ones worked): {text}{hint}") from None
+            expect(type(counts_arg) is list and counts_arg == counts, "the class_counts list after the call",
+                   f"unchanged, {counts} (the caller's list: the next batch's loss is built from it again)",
+                   f"{counts_arg!r}", "build the weights in a new tensor; do not write into class_counts.")
+            expect(torch.equal(tg, targets_before), "the targets after the call", "unchanged (the caller's tensor)",
+                   "different values", "compute from targets without modifying them in place.")
             want = F.cross_entropy(lg.detach().double(), tg, weight=reference_weights(counts, lg.double()))
             expect(torch.is_tensor(got), "the loss", "a tensor (so it can be backpropagated)", type(got).__name__,
                    "return the loss tensor itself, not loss.item().")
@@ -198,9 +237,9 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
                 raise CheckFailed(f"{what}: expected {want.item():.12g}, observed {got.item():.12g}, equal only to "
                                   f"float32 precision.\nHint: something was computed in float32: build the weights "
                                   f"with dtype=logits.dtype.")
-            expect(close(got, want, rtol=rtol, atol=atol), what, f"{want.item():.6g}", f"{got.item():.6g}",
-                   "weight class c by n_total / (n_classes * class_counts[c]) and pass it as `weight=` to the "
-                   "cross-entropy (its mean divides by the sum of the picked weights).")
+            if not close(got, want, rtol=rtol, atol=atol):
+                raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}"
+                                  f"{_loss_cause(got, lg, tg, counts, rtol, atol)}")
 
     def probe(sim):
         got = call(class_weighted_loss, sim.tensor(logits), sim.tensor(targets), list(counts),
