@@ -236,3 +236,30 @@ BLIND_REG_SUM_OVER_NUMEL = '''def regression_loss(pred, target):
     return diff.pow(2).sum() / diff.numel()'''
 
 VARIANTS["blind_reg_sum_over_numel"] = {"cells": {'regression_loss': BLIND_REG_SUM_OVER_NUMEL}, "lost": {}}
+
+# Blind round 2: the cases it misgraded (now fixed in the checks), and a case whose hint misled.
+BLIND2 = {
+    "prepare_returns_list": ('prepare_batch', '''def prepare_batch(images, labels):
+    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""
+    return [images.unsqueeze(1).float(), labels.long()]''', {"check_prepare_batch": "expected the tuple (inputs, targets)"}),
+    "prepare_inplace_unsqueeze": ('prepare_batch', '''def prepare_batch(images, labels):
+    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""
+    images.unsqueeze_(1)
+    return images.float(), labels.long()''', {"check_prepare_batch": "the images tensor passed to prepare_batch, after the call"}),
+    "model_dropout_before_head": ('build_model', '''def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    return nn.Sequential(
+        nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Dropout(0.25), nn.Linear(8 * (size // 2) ** 2, classes),
+    )''', {"check_build_model": "the model holds Dropout"}),
+    "reg_unsqueeze_inplace_target": ('regression_loss', '''def regression_loss(pred, target):
+    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""
+    target.unsqueeze_(1)                      # (N,) -> (N, 1), like pred
+    return F.mse_loss(pred, target.float())''', {"check_regression_loss": "the target tensor passed to regression_loss, after the call"}),
+    # the hint said "average over the batch", which it did: the mean kept a dimension of size 1
+    "reg_mean_dim0_shape1": ('regression_loss', '''def regression_loss(pred, target):
+    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""
+    return ((pred - target.float().unsqueeze(1)) ** 2).mean(dim=0)''', {"check_regression_loss": "reduce over every dimension"}),
+}
+for _name, (_cell, _source, _lost) in BLIND2.items():
+    VARIANTS[f"blind2_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

@@ -71,9 +71,25 @@ def reference_model(size=12, classes=3, seed=0, width=None):
 
 
 def _pair(out, name):
-    expect(isinstance(out, (tuple, list)) and len(out) == 2 and all(torch.is_tensor(t) for t in out),
-           f"{name}'s result", "a pair (images, labels) of tensors", repr(type(out).__name__))
+    kind = type(out).__name__
+    if isinstance(out, (tuple, list)):
+        kind = f"a {kind} of {len(out)}: " + ", ".join(type(t).__name__ for t in out)
+    expect(isinstance(out, tuple) and len(out) == 2 and all(torch.is_tensor(t) for t in out),
+           f"{name}'s result", "the tuple (inputs, targets) of two tensors, as the exercise asks", kind)
     return out
+
+
+def _unchanged(fn_name, arg_name, before, after):
+    """The argument `after` (a tensor passed to the learner's function) must still equal `before`."""
+    same = (after.shape == before.shape and after.dtype == before.dtype
+            and torch.equal(after.detach(), before.detach()))
+    observed = f"{_dt(after.dtype)} of shape {tuple(after.shape)}"
+    if after.shape == before.shape and after.dtype == before.dtype:
+        observed += " with different values"
+    expect(same, f"the {arg_name} tensor passed to {fn_name}, after the call",
+           f"unchanged, {_dt(before.dtype)} of shape {tuple(before.shape)} (the caller's tensor)", observed,
+           f"{fn_name} changed its argument in place (an in-place method such as unsqueeze_ or squeeze_, or an "
+           f"assignment into it): compute new tensors and leave the caller's {arg_name} as it was.")
 
 
 def _batch_cases(seed):
@@ -93,7 +109,11 @@ def check_prepare_batch(prepare_batch, seed=0):
     for k, (n, size, width) in enumerate(cases):
         classes = 3 if seed == 0 else 2 + (seed + k) % 9
         images, labels = raw_batch(n, size, classes, seed=seed + n, width=width)
-        x, y = _pair(_call(prepare_batch, images.clone(), labels.clone(), name="prepare_batch"), "prepare_batch")
+        images_arg, labels_arg = images.clone(), labels.clone()
+        out = _call(prepare_batch, images_arg, labels_arg, name="prepare_batch")
+        _unchanged("prepare_batch", "images", images, images_arg)
+        _unchanged("prepare_batch", "labels", labels, labels_arg)
+        x, y = _pair(out, "prepare_batch")
         model = reference_model(size, classes, seed=seed, width=width)
 
         def train_once():  # PyTorch's own verdict on the batch: the real error, if any
@@ -249,6 +269,19 @@ def check_build_model(build_model, seed=0):
                "each sample's logits independent of the other samples", "rows that mix samples",
                "never reshape across the batch dimension: keep dim 0 as N (x.flatten(1), not x.view(-1, k)).")
         _architecture(model, x, size, classes)
+        model.train()
+        with torch.no_grad():
+            trained = _call(model, x, name="your model", where=f"{where}, in training mode")
+        if not close(trained, whole, rtol=1e-3, atol=1e-4):
+            modal = sorted({type(m).__name__ for m in model.modules()
+                            if isinstance(m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm))})
+            diff = (trained.double() - whole.double()).abs().max().item()
+            raise CheckFailed(
+                f"the output of build_model({size}, {classes}) in training mode (model.train()), {where}: expected "
+                "the same logits as in eval mode (the lesson's network, conv, ReLU, MaxPool2d(2), flatten and Linear, "
+                f"has no layer that behaves differently in training), observed a max difference of {diff:.3g}"
+                + (f"; the model holds {', '.join(modal)}, which differs between the two modes." if modal else ".")
+                + "\nExpected: only the lesson's layers, so that training computes the network that eval computes.")
     return (f"(N, 1, {size}, {size}) -> (N, {classes}) float32 logits for N = {', '.join(map(str, batch_sizes))}, "
             "finite gradients, samples independent, conv-ReLU-pool-flatten-Linear with its own weights")
 
@@ -315,18 +348,22 @@ def check_regression_loss(regression_loss, seed=0):
         pred = leaf * 1.0  # a non-leaf (N, 1) float32 output, as a Linear(..., 1) gives
         target = scale * torch.randn(n, generator=g, dtype=torch.float64)
         ops = _Ops()
+        target_arg = target.clone()
 
         def run():
             with warnings.catch_warnings(record=True) as caught, ops:
                 warnings.simplefilter("always")
-                out = regression_loss(pred, target.clone())
+                out = regression_loss(pred, target_arg)
             return out, [str(w.message) for w in caught]
 
         got, warned = _call(run, name="regression_loss", where=f"on a batch of {n}")
+        _unchanged("regression_loss", "target", target, target_arg)
+        _unchanged("regression_loss", "pred", leaf * 1.0, pred)
         expect(torch.is_tensor(got), "the loss", "a tensor", type(got).__name__,
                "return the loss tensor (not .item()) so it can be backpropagated.")
         expect(got.dim() == 0, f"the loss for a batch of {n}", "a scalar", f"shape {tuple(got.shape)}",
-               "average over the batch (F.mse_loss does).")
+               f"it holds one value in shape {tuple(got.shape)}: reduce over every dimension (.mean() without dim, "
+               "or F.mse_loss) to get a 0-d scalar." if got.numel() == 1 else "average over the batch (F.mse_loss does).")
         want = _reference_mse(pred, target)
         if not close(got, want, rtol=1e-4, atol=1e-6 * scale ** 2):
             value, hint = got.item(), ""
