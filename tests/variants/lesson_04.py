@@ -229,7 +229,7 @@ VARIANTS = {
     "iteration_word_and_global_state": {"cells": {"train": TRAIN_GRAD_MODE}, "lost": {}},
     "step_named_with_hash": {"cells": {"train": TRAIN_STEP_HASH, "stable_lr": "import numpy as np\nLR = np.float32(0.02)"},
                              "lost": {}},
-    "step_named_as_iteration": {"cells": {"train": TRAIN_ITERATION}, "lost": {}},
+    "step_named_as_iteration": {"cells": {"train": TRAIN_ITERATION}, "lost": {"check_train": "not the word 'step'"}},
     "blind1_math_isfinite_iter_next": {
         "cells": {
         'safe_step': 'import math\nimport torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), targets)\n    value = float(loss)\n    if not math.isfinite(value):\n        return None\n    loss.backward()\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).all():\n            return None\n    optimizer.step()\n    return value\n',
@@ -333,4 +333,31 @@ VARIANTS = {
         "cells": {
         'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 0.3\n'},
         "lost": {'check_stable_lr': 'this rate is too high for the problem'}},
+    "blind2_amax_stack_chain_repeat": {  # expectation corrected: .float() of a float64 gradient above 3.4e38 makes inf, so a finite gradient ('if any gradient holds NaN or inf') is refused
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    inputs, targets = batch\n    model.zero_grad(set_to_none=True)\n    loss = loss_fn(model(inputs), targets)\n    if not bool(torch.isfinite(loss.detach())):\n        return None\n    loss.backward()\n    grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]\n    if grads:\n        worst = torch.stack([g.abs().amax().float() for g in grads])\n        if not bool(torch.isfinite(worst).all()):\n            return None\n    optimizer.step()\n    return loss.item()\n',
+        'train': 'import itertools\nimport torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    criterion = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    passes = itertools.chain.from_iterable(itertools.repeat(loader))   # `for batch in loader` again at each pass\n    for step, batch in enumerate(itertools.islice(passes, steps)):\n        value = safe_step(model, batch, criterion, optimizer)\n        if value is None:\n            raise FloatingPointError(f"loss or gradient not finite at step {step}: stopped")\n        history["step"].append(step)\n        history["loss"].append(value)\n        history["grad_norm"].append(tc.grad_norm(model))\n    return history\n',
+        'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 0.07\n',
+        },
+        "lost": {'check_safe_step': 'a cast to float32'}},
+    "blind2_grad_isfinite_any": {  # isfinite(...).any(): a gradient with one non-finite entry is stepped
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).any():   # .any() where .all() was meant\n            return None\n    optimizer.step()\n    return loss.item()\n',
+        },
+        "lost": {'check_safe_step': 'all finite except ONE entry'}},
+    "blind2_checks_weight_grads_only": {  # tests '*weight' gradients only: a non-finite bias gradient is stepped
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    for name, p in model.named_parameters():\n        if name.endswith("weight") and not torch.isfinite(p.grad).all():   # the weight matrices\n            return None\n    optimizer.step()\n    return loss.item()\n',
+        },
+        "lost": {'check_safe_step': 'all finite except ONE entry'}},
+    "blind2_message_says_iteration": {  # 'iteration #6': the text asks for the word step followed by its number
+        "cells": {
+        'train': 'import math\nimport torch\nfrom torch import nn\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    step = 0\n    while step < steps:\n        for batch in loader:\n            if step == steps:\n                break\n            loss = safe_step(model, batch, loss_fn, optimizer)\n            if loss is None:\n                raise FloatingPointError(f"loss went NaN/inf at iteration #{step}")\n            history["step"].append(step)\n            history["loss"].append(loss)\n            history["grad_norm"].append(tc.grad_norm(model))\n            step += 1\n    return history\n',
+        },
+        "lost": {'check_train': "not the word 'step'"}},
+    "blind2_lr_slow_edge": {  # 0.01 passes seeds 0-2 but not 3 ('do not sit on the edge')
+        "cells": {
+        'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 0.01   # the smallest rate of the sweep that gets below 10%: the safest\n',
+        },
+        "lost": {'check_stable_lr': 'sits on the edge'}},
 }
