@@ -326,3 +326,18 @@ def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
     return math.fsum(losses)'''
 
 VARIANTS["blind_set_grad_enabled_list_losses"] = {"cells": {'accumulate_step': BLIND_SET_GRAD_ENABLED_LIST_LOSSES}, "lost": {}}
+
+# Blind round 2: its writer expected check_accumulated_grads (the gradients and the step are right); the returned
+# loss is checked by check_one_step, whose title now says so. The hint names the micro-batch it returned.
+BLIND2_RETURNS_LAST_PIECE_LOSS = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    x, y = batch
+    optimizer.zero_grad()
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+    optimizer.step()
+    return loss.item() * micro_batches'''
+
+VARIANTS["blind2_returns_last_piece_loss"] = {"cells": {'accumulate_step': BLIND2_RETURNS_LAST_PIECE_LOSS},
+                                              "lost": {'check_one_step': "it is the loss of micro-batch 4 of 4 alone"}}

@@ -255,6 +255,8 @@ def check_one_step(accumulate_step, seed=0):
     for k in range(2):
         _, batch = _setup(seed + 10 * (k + 1), batch_size, device, inputs, hidden, classes, dtype=dtype)
         _, want = _grads(model, *batch, loss_fn)
+        with torch.no_grad():
+            pieces = [loss_fn(model(xb), yb).item() for xb, yb in zip(batch[0].chunk(m), batch[1].chunk(m))]
         got = call(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step")
         expect(opt.steps == k + 1, f"optimizer.step() calls after {k + 1} effective batch(es) of {m} "
                "micro-batches", k + 1, opt.steps,
@@ -271,6 +273,13 @@ def check_one_step(accumulate_step, seed=0):
         if abs(ratio - m) < 1e-3 * m and m > 1:
             hint = (f"it is {m} times the mean: the sum of the unscaled micro-batch losses. Add the scaled ones "
                     f"(loss / micro_batches) instead.")
+        elif m > 1:
+            tol = 1e-4 * max(1.0, abs(want))
+            one = next((i for i, p in enumerate(pieces) if abs(got - p) <= tol or abs(got - p / m) <= tol), None)
+            if one is not None and abs(got - want) > tol:
+                scaled = "" if abs(got - pieces[one]) <= tol else f" divided by {m}"
+                hint = (f"it is the loss of micro-batch {one + 1} of {m} alone{scaled} ({got:.5f}): add every micro-batch's "
+                        "scaled loss (loss.item() after loss / micro_batches) over the loop and return the sum.")
         expect(abs(got - want) <= 1e-4 * max(1.0, abs(want)), f"the returned loss (batch {batch_size}, "
                f"micro_batches={m}, loss_fn {loss_name})", f"the full batch's mean loss {want:.5f}", f"{got:.5f}", hint)
     return f"one optimizer.step() per effective batch of {m} micro-batches; the full-batch loss returned as a float"
