@@ -26,12 +26,17 @@ def _source(cell):
     return "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
-def run_notebook(path, echo=False, grade=False):
+def run_notebook(path, echo=False, grade=False, graded_only=False):
     """Execute the code cells of `path`; return {passed, seconds, cells, checks, repro_errors, error, graded}.
 
     With grade=True every cell runs whatever fails, and `graded` maps each graded cell's grade_id to
-    {passed, error, stdout, stderr}."""
+    {passed, error, stdout, stderr}. graded_only=True stops after the last graded cell (later cells cannot
+    change a verdict)."""
     nb = json.loads(Path(path).read_text())
+    if graded_only:
+        last = max((i for i, c in enumerate(nb["cells"]) if c.get("metadata", {}).get("nbgrader", {}).get("grade")),
+                   default=len(nb["cells"]) - 1)
+        nb["cells"] = nb["cells"][:last + 1]
     namespace = {"__name__": "__main__"}
     result = {"notebook": str(path), "passed": True, "cells": 0, "checks": 0, "repro_errors": [], "error": None,
               "graded": {}}
@@ -78,7 +83,7 @@ def run_notebook(path, echo=False, grade=False):
 
 
 def serve(preload=("torch", "trainclinic", "torch._dynamo", "matplotlib.figure")):
-    """Fork server on stdin/stdout: each line {"path", "timeout", "env"} runs one notebook (grade=True) in a
+    """Fork server on stdin/stdout: each line {"path", "timeout", "env", "graded_only"} runs one notebook (grade=True) in a
     forked child and answers one JSON line with its result (or a timeout / crash verdict)."""
     import importlib
     import signal
@@ -101,7 +106,7 @@ def serve(preload=("torch", "trainclinic", "torch._dynamo", "matplotlib.figure")
                 try:
                     os.environ.update(job.get("env", {}))
                     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
-                        res = run_notebook(job["path"], grade=True)
+                        res = run_notebook(job["path"], grade=True, graded_only=job.get("graded_only", False))
                     Path(answer.name).write_text(json.dumps(res))
                 except BaseException:  # noqa: BLE001
                     Path(answer.name).write_text(json.dumps({"crash": traceback.format_exc()[-2000:]}))
