@@ -88,6 +88,7 @@ class Watch:
         norm = [m.training for m in module.modules() if isinstance(m, _BATCHNORM)]
         self.calls.append({
             "training": module.training,
+            "modules_training": sorted({type(m).__name__ for m in module.modules() if m.training}),
             "dropout_active": any(dropout),
             "bn_batch_stats": any(norm),
             "grad_enabled": torch.is_grad_enabled(),

@@ -289,4 +289,19 @@ VARIANTS = {
                        "lost": {"check_train_epoch": "that still holds its autograd graph"}},
     "train_epoch_never_moves_the_batch": {"cells": {"train_epoch": TRAIN_NOT_MOVED},
                                           "lost": {"check_train_epoch": "expected every batch moved to the model's device"}},
+    "blind2_ev_moves_model_to_cpu": {  # moves the model to the CPU instead of the batches to the model's device
+        "cells": {
+        'evaluate': 'import torch\n\ndef evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    was_training = model.training\n    model.eval()\n    model.to("cpu")                                   # the loader yields CPU tensors: put the model with them\n    correct = total = 0\n    with torch.no_grad():\n        for x, y in loader:\n            correct += (model(x).argmax(1) == y).sum().item()\n            total += len(y)\n    model.train(was_training)\n    return correct / total\n',
+        },
+        "lost": {'check_evaluate_eval': 'observed moved to cpu'}},
+    "blind2_ev_switches_only_dropout_bn1d": {  # switches only nn.Dropout/nn.BatchNorm1d: the model itself stays in training mode
+        "cells": {
+        'evaluate': 'import torch\nfrom torch import nn\n\ndef evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    switched = [m for m in model.modules() if isinstance(m, (nn.Dropout, nn.BatchNorm1d)) and m.training]\n    for m in switched:                                # only the layers that behave differently\n        m.eval()\n    device = next(model.parameters()).device\n    correct = total = 0\n    with torch.no_grad():\n        for x, y in loader:\n            x, y = x.to(device), y.to(device)\n            correct += (model(x).argmax(1) == y).sum().item()\n            total += len(y)\n    for m in switched:\n        m.train()\n    return correct / total\n',
+        },
+        "lost": {'check_evaluate_eval': 'in training mode: Linear'}},
+    "blind2_ev_divides_by_len_dataset": {  # divides by len(loader.dataset), not the samples the loader yielded
+        "cells": {
+        'evaluate': 'import torch\n\ndef evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    was_training = model.training\n    model.eval()\n    device = next(model.parameters()).device\n    correct = 0\n    with torch.no_grad():\n        for x, y in loader:\n            x, y = x.to(device), y.to(device)\n            correct += (model(x).argmax(1) == y).sum().item()\n    model.train(was_training)\n    return correct / len(loader.dataset)              # the number of samples\n',
+        },
+        "lost": {'check_evaluate_eval': 'the size of loader.dataset'}},
 }

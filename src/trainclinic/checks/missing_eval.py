@@ -105,6 +105,7 @@ def _device_probe(name, run, c):
             for p in fake.parameters():  # nothing to record even if the code turns autograd back on
                 p.requires_grad_(False)
             run(fake, loader)
+            moved = sorted({str(t.device) for t in list(fake.parameters()) + list(fake.buffers())} - {"cuda:0"})
     except SimulationLimit as limit:
         return f"; the simulated cuda:0 cannot run this code, so its device check was skipped ({limit})"
     except CheckFailed as exc:
@@ -117,6 +118,10 @@ def _device_probe(name, run, c):
                 "x, y = x.to(device), y.to(device) (a global `device` is the CPU on a machine without a GPU, so it "
                 "hides the bug there).") from None
         raise CheckFailed(f"{name} with the model on a simulated cuda:0 and a loader of CPU batches: {exc}") from None
+    expect(not moved, f"the model's device after {name}, with the model on cuda:0 (simulated: no GPU here) and a "
+           "loader of CPU batches", "cuda:0, where it was", f"moved to {', '.join(moved)}",
+           "move each batch to the model's device (x.to(device), with device = next(model.parameters()).device), "
+           "not the model to the batches: the model stays where its owner put it.")
     return " and on a simulated cuda:0 with CPU batches (moved to the model's device)"
 
 
@@ -131,6 +136,7 @@ def _reference(model, loader, device):
 
 def _evaluate(evaluate, model, loader, keep_outputs=False, where=""):
     """Run the learner's evaluate under `watch`; a batch-of-one BatchNorm error gets its hint."""
+    before = {str(t.device) for t in model.parameters()}
     try:
         with watch(model, keep_outputs=keep_outputs) as w, _grad_mode_kept():
             got = call(evaluate, model, loader, name="evaluate", where=where)
@@ -140,6 +146,11 @@ def _evaluate(evaluate, model, loader, keep_outputs=False, where=""):
             raise CheckFailed(f"{exc}\nHint: the last batch has one sample and BatchNorm was still in training mode: "
                               "call model.eval() before the loop.") from None
         raise
+    after = {str(t.device) for t in model.parameters()}
+    expect(after == before, "the model's device after evaluate", f"{', '.join(sorted(before))}, where it was",
+           f"{', '.join(sorted(after))}",
+           "move each batch to the model's device, not the model to the batches: the model stays where its owner "
+           "put it.")
     return got, w
 
 
@@ -176,12 +187,18 @@ def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
            "the logits seen inside evaluate", "those of the model in eval mode (BatchNorm using its running statistics)",
            f"a max difference of {(a - ref_logits).abs().max().item() if a.shape == ref_logits.shape else 'other shapes'}",
            "put the whole model in eval mode with model.eval(), not only some layers.")
+    some = [c_ for c_ in w1.calls if c_["modules_training"]]
+    expect(not some, "forward passes inside evaluate with the model (or a submodule) in training mode", "none",
+           f"{len(some)} of {len(w1.calls)} (in training mode: {', '.join(some[0]['modules_training'])})" if some else "",
+           "call model.eval(): it switches the model and every submodule; switching only some layer classes leaves "
+           "the others (and the model's own flag, model.training) in training mode.")
     for got in (first, second):
         acc = _accuracy(got)
         expect(abs(acc - ref_acc) < 1e-6, f"the accuracy returned ({_describe(c)})",
                f"{ref_acc:.4f} (correct / total over all {c['n']} samples)", f"{acc:.4f}",
                "count correct predictions (argmax of the logits == label) over every batch and divide by the number "
                "of samples seen (a short last batch counts its own size), not by the number of batches.")
+    _dropped_last(evaluate, model, loader, device, c)
 
     def probe(fake, cpu_loader):
         call(evaluate, fake, cpu_loader, name="evaluate", where="on a model on a simulated cuda:0")
@@ -189,6 +206,27 @@ def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
     where = _device_probe("evaluate", probe, c)
     return (f"identical logits on two calls, BatchNorm buffers untouched, accuracy {ref_acc:.3f} as in eval mode, "
             f"a Python float ({_describe(c)}, on {device}){where}")
+
+
+def _dropped_last(evaluate, model, loader, device, c):
+    """The accuracy over a loader that yields only part of its data set (drop_last=True skips the short batch)."""
+    bs = c["batch_size"]
+    part = DataLoader(loader.dataset, batch_size=bs, shuffle=False, drop_last=True)
+    seen = len(part) * bs
+    if seen in (0, len(loader.dataset)):
+        return
+    _, ref_acc = _reference(model, part, device)
+    model.train()
+    got, _ = _evaluate(evaluate, model, part, where="on a loader with drop_last=True")
+    acc = _accuracy(got)
+    correct = round(ref_acc * seen)
+    total = len(loader.dataset)
+    expect(abs(acc - ref_acc) < 1e-6, f"the accuracy returned on a loader with drop_last=True ({seen} of the "
+           f"data set's {total} samples yielded, in batches of {bs})",
+           f"{ref_acc:.4f} (correct / the {seen} samples the loader yielded)", f"{acc:.4f}",
+           f"that is {correct} / {total}, the size of loader.dataset: divide by the samples the loader yielded "
+           "(count len(y) of each batch): a loader may skip some (drop_last, a sampler)."
+           if total and abs(acc - correct / total) < 1e-9 else "")
 
 
 @check("evaluate_no_grad")
