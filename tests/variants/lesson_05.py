@@ -279,8 +279,11 @@ VARIANTS = {
     "tanh_instead_of_sigmoid": {"cells": {"build_deep_net": TANH}, "lost": {"check_build_deep_net": PROGRESS}},
     "relu_default_init": {"cells": {"build_deep_net": RELU_DEFAULT_INIT}, "lost": {"check_build_deep_net": RATIO}},
     "made_shallow": {"cells": {"build_deep_net": SHALLOW}, "lost": {"check_build_deep_net": "keep the depth"}},
+    # named_parameters(remove_duplicate=False) also lists a layer OBJECT used twice under its second name, where the
+    # text's model.named_modules() names it once (blind round 2 found the case; the check's models now hold one)
     "written_differently": {"cells": {"grad_norms": ALT_GRAD_NORMS, "clipped_step": ALT_CLIPPED_STEP,
-                                      "build_deep_net": ALT_RESIDUAL}, "lost": {}},
+                                      "build_deep_net": ALT_RESIDUAL},
+                            "lost": {"check_grad_norms": "used twice in the model"}},
     "batchnorm_fix": {"cells": {"build_deep_net": ALT_BATCHNORM}, "lost": {}},
     # first blind round
     "norms_as_tensors": {"cells": {"grad_norms": TENSOR_NORMS},
@@ -300,4 +303,34 @@ VARIANTS = {
                         "lost": {"check_build_deep_net": "the hidden width is 32 whatever `hidden` says"}},
     "blind_correct_idioms": {"cells": {"grad_norms": FLOAT64_NORMS, "clipped_step": ENABLE_GRAD_FOREACH,
                                        "build_deep_net": PRENORM_RESIDUAL}, "lost": {}},
+    "blind2_gn_returns_list_not_tuple": {  # a list where the text asks for the pair (total, layers)
+        "cells": {
+        'grad_norms': 'import torch\n\ndef grad_norms(model):\n    """(total gradient norm, {layer name: gradient norm of that layer\'s own parameters})."""\n    layers = {}\n    for name, module in model.named_modules():\n        own = [p.grad for p in module.parameters(recurse=False) if p.grad is not None]\n        if own:\n            layers[name] = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in own])).item()\n    grads = [p.grad for p in model.parameters() if p.grad is not None]\n    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item() if grads else 0.0\n    return [total, layers]\n',
+        },
+        "lost": {'check_grad_norms': 'observed a list of 2'}},
+    "blind2_gn_named_modules_keep_duplicates": {  # named_modules(remove_duplicate=False): a layer used twice is listed under both names
+        "cells": {
+        'grad_norms': 'import torch\n\ndef grad_norms(model):\n    """(total gradient norm, {layer name: gradient norm of that layer\'s own parameters})."""\n    layers = {}\n    # remove_duplicate=False: a layer used twice in the model gets an entry under each of its names\n    for name, module in model.named_modules(remove_duplicate=False):\n        own = [p.grad for p in module.parameters(recurse=False) if p.grad is not None]\n        if own:\n            layers[name] = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in own])).item()\n    grads = [p.grad for p in model.parameters() if p.grad is not None]\n    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item() if grads else 0.0\n    return total, layers\n',
+        },
+        "lost": {'check_grad_norms': 'used twice in the model'}},
+    "blind2_cs_divides_by_zero_norm": {  # max_norm / norm: ZeroDivisionError when every gradient is zero
+        "cells": {
+        'clipped_step': 'import torch\n\ndef clipped_step(model, batch, loss_fn, optimizer, max_norm):\n    """One training step with the total gradient norm clipped to max_norm; returns (loss, norm before clipping)."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    loss.backward()\n    grads = [p.grad for p in model.parameters() if p.grad is not None]\n    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()\n    scale = min(1.0, max_norm / norm)               # 1 below the ceiling\n    for g in grads:\n        g.mul_(scale)\n    optimizer.step()\n    return loss.item(), norm\n',
+        },
+        "lost": {'check_clipped_step': 'raised ZeroDivisionError'}},
+    "blind2_cs_first_param_group_only": {  # clips optimizer.param_groups[0] only: the other group is not clipped
+        "cells": {
+        'clipped_step': 'import torch\n\ndef clipped_step(model, batch, loss_fn, optimizer, max_norm):\n    """One training step with the total gradient norm clipped to max_norm; returns (loss, norm before clipping)."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    loss.backward()\n    params = optimizer.param_groups[0]["params"]         # the parameters the optimizer updates\n    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)\n    optimizer.step()\n    return loss.item(), norm.item()\n',
+        },
+        "lost": {'check_clipped_step': 'left as they were'}},
+    "blind2_bd_zero_init_output_layer": {  # misleading message fixed: the hint blamed sigmoid/tanh squashing in a ReLU net whose output layer is zero
+        "cells": {
+        'build_deep_net': 'from torch import nn\n\ndef build_deep_net(inputs, hidden, outputs, depth):\n    """A `depth`-layer MLP whose gradients reach its first layer."""\n    model = tc.mlp(inputs, hidden, outputs, depth=depth, activation=nn.ReLU)\n    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]\n    for layer in linears[:-1]:\n        nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")\n        nn.init.zeros_(layer.bias)\n    nn.init.zeros_(linears[-1].weight)      # zero-init the head: start from a neutral prediction\n    nn.init.zeros_(linears[-1].bias)\n    return model\n',
+        },
+        "lost": {'check_build_deep_net': 'the weight of the output layer is all zeros'}},
+    "blind2_cs_ignores_loss_fn": {  # misleading message fixed: the hint said 'scale all gradients by one factor'; the loss_fn passed in is never called
+        "cells": {
+        'clipped_step': 'import torch\nfrom torch import nn\n\ndef clipped_step(model, batch, loss_fn, optimizer, max_norm):\n    """One training step with the total gradient norm clipped to max_norm; returns (loss, norm before clipping)."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = nn.CrossEntropyLoss()(model(x), y)           # a classification step\n    loss.backward()\n    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    optimizer.step()\n    return loss.item(), norm.item()\n',
+        },
+        "lost": {'check_clipped_step': 'loss_fn never called'}},
 }

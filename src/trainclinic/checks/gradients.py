@@ -100,6 +100,9 @@ def _random_model(seed):
             layers.append(nn.Sequential(block, nn.Tanh()))
         if pick(4) == 0:
             layers.append(_Tied(width))
+    if seed % 6 == 1:  # one layer object used twice (named_modules() names it once, under its first name)
+        shared = nn.Linear(w, w)
+        layers += [shared, nn.Tanh(), shared]
     layers.append(nn.Linear(w, 1 + pick(3)))
     model = nn.Sequential(*layers)
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
@@ -150,6 +153,13 @@ def python_float(value, what):
     return float(value)
 
 
+def _kind(value):
+    """What a returned value is, in a few words (type, and length for a sequence)."""
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} ({', '.join(type(v).__name__ for v in value[:3])})"
+    return type(value).__name__
+
+
 def _check_grad_norms(grad_norms, seed=0, models_to_try=24):
     """grad_norms(model) -> (total, {layer: norm}) agrees with PyTorch's total norm on many random models."""
     dtypes = set()
@@ -162,8 +172,9 @@ def _check_grad_norms(grad_norms, seed=0, models_to_try=24):
         before = [p.grad.clone() for p in model.parameters() if p.grad is not None]
         want_total, want_layers = reference_norms(model)
         got = call(grad_norms, model, name="grad_norms")
-        expect(isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], dict), "grad_norms(model)",
-               "a pair (total, {layer name: norm})", type(got).__name__)
+        expect(isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict), "grad_norms(model)",
+               "a pair, the tuple (total, {layer name: norm})", _kind(got),
+               "return total, layers (a tuple), not a list." if isinstance(got, list) and len(got) == 2 else "")
         after = [p.grad for p in model.parameters() if p.grad is not None]
         expect(len(before) == len(after) and all(torch.equal(a, b) for a, b in zip(before, after)),
                "the gradients after grad_norms", "unchanged (measure, do not clip or zero them)", "modified")
@@ -171,6 +182,16 @@ def _check_grad_norms(grad_norms, seed=0, models_to_try=24):
         names_hint = ("iterate model.named_modules(), take each module's own parameters (parameters(recurse=False)) "
                       "and skip those whose .grad is None (frozen or unused); a layer whose gradients are all zero "
                       "still has gradients: its norm is 0.0.")
+        first_name, again = {}, set()
+        for n, m in model.named_modules(remove_duplicate=False):
+            if id(m) in first_name:
+                again.add(n)  # a module object already named: used twice in the model
+            first_name.setdefault(id(m), n)
+        if set(layers) > set(want_layers) and set(layers) - set(want_layers) <= again:
+            twice = sorted(set(layers) - set(want_layers))
+            names_hint = (f"{twice} name a layer object already listed under another name (it is used twice in the "
+                          "model): model.named_modules() names each module once, under its first name; count "
+                          "it once.")
         root = type(model).__name__
         if "" in want_layers and "" not in layers and root in layers:
             names_hint = (f"the model itself ({root}) has a parameter of its own: named_modules() names the root module "
@@ -233,9 +254,30 @@ def _flat(grads):
     return torch.cat([g.reshape(-1).double() for g in grads])
 
 
+class _Counted:
+    """The check's loss function, counting its calls (so a message can say whether it was used)."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+
+def _two_groups(model):
+    """SGD with two parameter groups, as for a head trained at its own rate: the last nn.Linear, and the rest."""
+    head = {id(p) for p in list(_linears(model))[-1].parameters()}
+    rest = [p for p in model.parameters() if id(p) not in head]
+    return torch.optim.SGD([{"params": rest}, {"params": [p for p in model.parameters() if id(p) in head],
+                                                "lr": 0.005}], lr=0.01)
+
+
 def _run_clipped(clipped_step, model, batch, loss_fn, max_norm):
     """Call the learner's step with a stale gradient in place; return (result, gradients seen at optimizer.step)."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt = _two_groups(model)
+    if isinstance(loss_fn, _Counted):
+        loss_fn.calls = 0
     for p in model.parameters():
         p.grad = torch.full_like(p, 0.25)  # left over from a previous step
     seen = []
@@ -256,7 +298,7 @@ def _check_clipped_step(clipped_step, seed=0, depth=None):
     """clipped_step(...) -> (loss, norm before clipping); at optimizer.step the gradients are clipped, same direction."""
     c = clip_case(seed, depth)
     model, batch = _exploding_setup(seed, c["depth"], batch_size=c["batch_size"], width=c["width"], dtype=c["dtype"])
-    loss_fn = LOSSES[c["loss"]]()
+    loss_fn = _Counted(LOSSES[c["loss"]]())
     ref = copy.deepcopy(model)
     ref_loss = loss_fn(ref(batch[0]), batch[1])
     ref_loss.backward()
@@ -271,15 +313,14 @@ def _check_clipped_step(clipped_step, seed=0, depth=None):
         trial = copy.deepcopy(model)
         got, seen, after = _run_clipped(clipped_step, trial, batch, loss_fn, max_norm)
         case = f"with max_norm={max_norm:.4g} (the gradient norm is {ref_norm:.4g}; {setup})"
+        _expect_loss_fn_used(loss_fn, case)
         expect(len(seen) == 1, f"optimizer.step() calls {case}", "exactly 1", len(seen))
         flat = _flat(seen[0])
         norm = float(flat.norm())
         cos = float(flat @ flat_ref / (flat.norm() * flat_ref.norm() + 1e-30))
         expect(cos > 1 - 1e-6, f"the gradient's direction at optimizer.step() {case}",
                "the same as before clipping (cosine similarity 1)", f"cosine similarity {cos:.6f}",
-               "scale ALL gradients by one common factor max_norm / total_norm (clip the total norm of the model, "
-               "e.g. torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)), not each parameter or value on "
-               "its own; compute the loss with the loss_fn you are given; and zero the old gradients before backward().")
+               _direction_hint(seen[0], ref_grads, trial, loss_fn))
         if norm > max_norm * (1 + 1e-4):
             after_norm = float(_flat(after).norm())
             returned = got[1] if isinstance(got, (tuple, list)) and len(got) == 2 else None
@@ -302,8 +343,9 @@ def _check_clipped_step(clipped_step, seed=0, depth=None):
             expect(close(norm, ref_norm, rtol=1e-4), f"the total gradient norm at optimizer.step() {case}",
                    f"unchanged ({ref_norm:.4g}): it is already under the ceiling", f"{norm:.4g}",
                    "clipping only ever scales DOWN: the factor is min(1, max_norm / total_norm).")
-        expect(isinstance(got, (tuple, list)) and len(got) == 2, "clipped_step's return value",
-               "a pair (loss, grad_norm)", repr(got)[:80])
+        expect(isinstance(got, tuple) and len(got) == 2, "clipped_step's return value",
+               "a pair, the tuple (loss, grad_norm)", f"{_kind(got)}: {repr(got)[:80]}",
+               "return loss, norm (a tuple), not a list." if isinstance(got, list) and len(got) == 2 else "")
         loss = python_float(got[0], "the returned loss")
         reported = python_float(got[1], "the returned grad_norm")
         expect(close(reported, ref_norm, rtol=1e-4), f"the returned grad_norm {case}",
@@ -311,8 +353,65 @@ def _check_clipped_step(clipped_step, seed=0, depth=None):
                "report the norm measured before clipping (clip_grad_norm_ returns it): after clipping it is never "
                "above max_norm, so a dashboard of clipped norms cannot show an explosion.")
         expect(close(loss, ref_loss.item(), rtol=1e-4), f"the returned loss {case}", f"{ref_loss.item():.5g}", f"{loss:.5g}")
-    return (f"gradients clipped to max_norm with their direction kept, left alone under it; "
+    _zero_gradients(clipped_step, model, batch, loss_fn, setup)
+    return (f"gradients clipped to max_norm with their direction kept, left alone under it, all-zero ones too; "
             f"pre-clip norm {ref_norm:.3g} and loss reported as Python floats ({setup})")
+
+
+def _direction_hint(seen, ref_grads, model, loss_fn):
+    """Why the gradients at optimizer.step() point elsewhere, when what was observed tells (else '')."""
+    if loss_fn.calls == 0:
+        return "the loss_fn passed in was never called: compute the loss with the loss_fn you are given."
+    stale = [g + 0.25 for g in ref_grads]  # what backward() gives on top of the 0.25 left in p.grad
+    a, b = _flat(seen), _flat(stale)
+    if float(a @ b / (a.norm() * b.norm() + 1e-30)) > 1 - 1e-6:
+        return ("the gradients at optimizer.step() are those of this batch plus the 0.25 left in p.grad from a "
+                "previous step: call optimizer.zero_grad() before loss.backward().")
+    names = [n for n, _ in model.named_parameters()]
+    kept, scaled = [], []
+    for name, g, r in zip(names, seen, ref_grads):
+        g, r = g.double().reshape(-1), r.double().reshape(-1)
+        if float(r.norm()) == 0:
+            continue
+        cos = float(g @ r / (g.norm() * r.norm() + 1e-30))
+        if cos < 1 - 1e-6:
+            return (f"even within one parameter ({name!r}) the gradient at optimizer.step() is not a multiple of the "
+                    "one backward() gave (its values were changed one by one): scale ALL gradients by one common "
+                    "factor, max_norm / total_norm (torch.nn.utils.clip_grad_norm_; clip_grad_value_ clips each "
+                    "value on its own).")
+        (kept if close(float(g.norm()), float(r.norm()), rtol=1e-4) else scaled).append((name, float(g.norm() / r.norm())))
+    if kept and scaled:
+        return (f"{len(scaled)} parameters were scaled and {len(kept)} left as they were (e.g. {kept[0][0]!r}): clip "
+                "the total norm of ALL the model's gradients together (model.parameters(), or every one of "
+                "optimizer.param_groups), by one common factor.")
+    factors = sorted(f for _, f in scaled)
+    if len(factors) > 1 and not close(factors[0], factors[-1], rtol=1e-3):
+        return (f"each parameter was scaled by its own factor ({factors[0]:.3g} to {factors[-1]:.3g}): scale ALL "
+                "gradients by one common factor, max_norm / total_norm (torch.nn.utils.clip_grad_norm_("
+                "model.parameters(), max_norm)), not each parameter on its own.")
+    return ""
+
+
+def _expect_loss_fn_used(loss_fn, case):
+    expect(loss_fn.calls > 0, f"the loss of clipped_step {case}", "computed with the loss_fn passed in",
+           "loss_fn never called", "use the loss_fn you are given: the checks pass other losses too.")
+
+
+def _zero_gradients(clipped_step, model, batch, loss_fn, setup):
+    """A step whose gradients are all zero (total norm 0, under any ceiling): left alone, norm 0.0 reported."""
+    trial = copy.deepcopy(model)
+    zero_loss = _Counted(lambda output, target: loss_fn.fn(output, target) * 0.0)
+    case = f"with a loss_fn whose gradients are all zero (the loss times 0: total norm 0.0; max_norm=1; {setup})"
+    got, seen, after = _run_clipped(clipped_step, trial, batch, zero_loss, 1.0)
+    _expect_loss_fn_used(zero_loss, case)
+    expect(len(seen) == 1, f"optimizer.step() calls {case}", "exactly 1", len(seen))
+    norm = float(_flat(seen[0]).norm())
+    expect(norm == 0.0, f"the total gradient norm at optimizer.step() {case}", "0.0 (zero gradients left alone)",
+           f"{norm:.4g}")
+    expect(isinstance(got, tuple) and len(got) == 2, "clipped_step's return value", "a pair, the tuple (loss, grad_norm)",
+           f"{_kind(got)}: {repr(got)[:80]}")
+    reported = python_float(got[1], "the returned grad_norm")
+    expect(reported == 0.0, f"the returned grad_norm {case}", "0.0", f"{reported:.4g}")
 
 
 def deep_case(seed, depth=None, hidden=None):
@@ -337,6 +436,23 @@ def _deep_net_data(seed, inputs=8, outputs=3):
 
 def _linears(model):
     return [m for m in model.modules() if isinstance(m, nn.Linear)]
+
+
+def _vanish_hint(model, linears):
+    """Why the gradient does not reach the first layer, from what the model holds (a zero layer, squashing)."""
+    zero = [i for i, m in enumerate(linears) if not bool(m.weight.detach().ne(0).any())]
+    if zero:
+        which = "the output layer" if zero[-1] == len(linears) - 1 else f"nn.Linear number {zero[-1]} (from 0)"
+        return (f"the weight of {which} is all zeros: the gradient passed back through it (weight.T @ grad) is zero, "
+                "so no layer below it gets any; initialise it with small random values like the others.")
+    squash = sorted({type(m).__name__ for m in model.modules() if isinstance(m, (nn.Sigmoid, nn.Tanh))})
+    if squash:
+        return (f"the gradient still vanishes on its way back: {' and '.join(squash)} squash it at every layer; use "
+                "ReLU with He (Kaiming) initialisation, residual connections (x + f(x)) or normalisation "
+                "(BatchNorm/LayerNorm).")
+    return ("the gradient shrinks on its way back to the first layer; the classic fixes: ReLU with He (Kaiming) "
+            "initialisation (nn.init.kaiming_normal_), residual connections (x + f(x)) or normalisation "
+            "(BatchNorm/LayerNorm).")
 
 
 def _check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=80, lr=0.05):
@@ -369,8 +485,7 @@ def _check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps
     r = first / last if last > 0 else float("nan")
     expect(math.isfinite(r) and r >= 1e-2, f"first-layer / last-layer gradient norm ({args})",
            "at least 1e-2 (within two orders of magnitude)", f"{r:.2e} (first {first:.2e}, last {last:.2e})",
-           "the gradient still vanishes on its way back: sigmoid (and tanh) squash it at every layer; use ReLU with "
-           "He (Kaiming) initialisation, residual connections (x + f(x)) or normalisation (BatchNorm/LayerNorm).")
+           _vanish_hint(model, linears))
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
@@ -384,9 +499,7 @@ def _check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps
     expect(math.isfinite(losses[-1]) and losses[-1] < 0.5 * constant,
            f"the loss after {steps} plain SGD steps (lr={lr}, {args})", f"below {0.5 * constant:.3f} (half of "
            f"{constant:.3f}, the loss of a constant guess)", f"{losses[-1]:.3f} (it started at {losses[0]:.3f})",
-           "the net does not learn: its first layers get (almost) no gradient. tanh saturates like sigmoid; ReLU needs "
-           "He init (nn.init.kaiming_normal_), or add residual connections or BatchNorm/LayerNorm."
-           if r < 0.1 else "")
+           _vanish_hint(model, linears) if r < 0.1 else "")
     return (f"first/last layer gradient ratio {r:.2g}; {steps} SGD steps took the loss "
             f"{losses[0]:.3g} -> {losses[-1]:.3g} ({args})")
 
