@@ -360,4 +360,14 @@ VARIANTS = {
         'stable_lr': 'LR = None  # your stable learning rate\n# YOUR CODE HERE\nLR = 0.01   # the smallest rate of the sweep that gets below 10%: the safest\n',
         },
         "lost": {'check_stable_lr': 'sits on the edge'}},
+    "blind2_step_then_restore": {  # misleading message fixed: it said the step was on all-zero gradients (NaN > 0 is False); it stepped on NaN gradients and put the weights back
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    saved = [p.detach().clone() for p in model.parameters()]\n    optimizer.step()\n    bad = any(p.grad is not None and not torch.isfinite(p.grad).all() for p in model.parameters())\n    if bad:                                     # undo the step: the weights are exactly as they were\n        with torch.no_grad():\n            for p, s in zip(model.parameters(), saved):\n                p.copy_(s)\n        return None\n    return loss.item()\n',
+        },
+        "lost": {'check_safe_step': 'only after optimizer.step() had run'}},
+    "blind2_sanitises_batch_in_place": {  # misleading message fixed: the hint said the NaN loss got past the test; the batch was repaired in place, so the loss was finite
+        "cells": {
+        'safe_step': 'import torch\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    torch.nan_to_num_(x, nan=0.0, posinf=0.0, neginf=0.0)   # clean corrupted samples first\n    torch.nan_to_num_(y, nan=0.0, posinf=0.0, neginf=0.0)\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).all():\n            return None\n    optimizer.step()\n    return loss.item()\n',
+        },
+        "lost": {'check_safe_step': 'changed in place'}},
 }

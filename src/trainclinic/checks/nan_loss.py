@@ -278,8 +278,15 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     for what, batch, fn, bad in cases:
         _premise(pristine, batch, fn, bad, what)
         loss_fn = _WatchedLoss(fn)
+        kept = [t.clone() for t in batch]
         with _Watch(model) as watch:
             got = call(safe_step, model, batch, loss_fn, opt, name="safe_step", where=f"on {what}")
+        for part, t, k in zip(("inputs", "targets"), batch, kept):
+            same = t.shape == k.shape and bool(torch.isclose(t, k, rtol=0, atol=0, equal_nan=True).all())
+            expect(same, f"the batch's {part} after safe_step on {what}", f"unchanged ({describe(k)})",
+                   f"changed in place, now {describe(t)}",
+                   "leave the caller's batch as it is: a batch whose loss is NaN or inf is skipped (return None), "
+                   "not repaired.")
         _expect_skipped(model, start, watch, loss_fn, got, what, bad)
     # inf gradients, no NaN: one hidden layer, so that no sum meets +inf and -inf (that would make NaN)
     shallow = models.mlp(inputs=features, hidden=hidden, outputs=1, depth=1, activation=nn.Tanh, seed=seed).to(dtype)
@@ -310,7 +317,8 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
                      f"{_flat(ref_grads).norm().item():.3g}) with NaN gradients left in p.grad from before", dtype)
     # huge but finite gradients (their norm overflows): a normal step, on a copy of the untouched model
     _huge_step(safe_step, pristine, kind, x, y, big, dtype)
-    return (f"NaN input, ±inf target, overflowing loss, NaN and inf gradients skipped with no backward() on a "
+    return (f"NaN input, ±inf target, overflowing loss, NaN and inf gradients (all of them, or one entry of one "
+            f"bias) skipped with no backward() on a "
             f"non-finite loss and the weights untouched; huge finite gradients and a finite batch take exactly one "
             f"{_optimizer_text(opt).split('(')[0]} step ({setting})")
 
@@ -376,10 +384,10 @@ def _expect_skipped(model, start, watch, loss_fn, got, what, bad):
     if stepped or change:
         observed = (f"optimizer.step() called{f' {stepped} times' if stepped > 1 else ''}" if stepped else
                     "no optimizer.step(), but the weights changed")
-        zero = stepped and not bool(_flat(watch.steps[0]["grads"], watch.params).abs().gt(0).any())
+        zero = stepped and bool(_flat(watch.steps[0]["grads"], watch.params).eq(0).all())
         observed += (f"; the weights now hold {broken}" if broken else f"; the weights changed by up to {change:.3g}"
-                     if change else "; the weights happen to be unchanged" + (" (it stepped on all-zero gradients)"
-                                                                              if zero else ""))
+                     if change else "; the weights happen to be unchanged (it stepped on all-zero gradients)" if zero
+                     else "; the weights are as they were when it returned (put back after the step)")
         if bad == "loss":
             hint = _skip_hint(value, loss_fn.backward, stepped, got)
             expected = f"no step: the weights exactly as they were (the loss was {value})"
@@ -395,6 +403,10 @@ def _expect_skipped(model, start, watch, loss_fn, got, what, bad):
                 if bad == "inf":
                     hint += " (isnan is False for inf: test with isfinite)"
                 hint += "."
+                if got is None and stepped:
+                    hint += (" It did return None, but only after optimizer.step() had run: a stateful optimizer "
+                             "(momentum, Adam's moments) has taken in the bad gradients even if the weights are put "
+                             "back. Test first, then step.")
         expect(False, f"safe_step on {what}", expected, observed, hint)
     if bad == "loss":
         expect(not loss_fn.backward, f"safe_step on {what}",
