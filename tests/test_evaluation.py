@@ -17,6 +17,11 @@ def _moved(model, loader):
     return [(x.to(device), y.to(device)) for x, y in loader]
 
 
+def _count(loader):
+    """The samples the loader yields (a drop_last loader yields fewer than its data set holds)."""
+    return sum(len(y) for _, y in loader)
+
+
 def evaluate(model, loader):
     was = model.training
     model.eval()
@@ -117,7 +122,7 @@ def inference_mode_evaluate(model, loader):
     try:
         with torch.inference_mode():
             hits = sum((model(x).argmax(-1) == y).sum() for x, y in _moved(model, loader))
-            return hits.item() / len(loader.dataset)
+            return hits.item() / _count(loader)
     finally:
         model.train(was)
 
@@ -131,7 +136,7 @@ def test_inference_mode_passes():
 def copy_evaluate(model, loader):
     frozen = copy.deepcopy(model).eval()  # evaluates a copy: the model itself never changes mode
     with torch.no_grad():
-        return sum((frozen(x).argmax(1) == y).sum().item() for x, y in _moved(frozen, loader)) / len(loader.dataset)
+        return sum((frozen(x).argmax(1) == y).sum().item() for x, y in _moved(frozen, loader)) / _count(loader)
 
 
 def test_evaluating_a_deep_copy_passes():
@@ -143,13 +148,13 @@ def test_evaluating_a_deep_copy_passes():
 
 def no_eval(model, loader):
     with torch.no_grad():
-        return sum((model(x).argmax(1) == y).sum().item() for x, y in _moved(model, loader)) / len(loader.dataset)
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in _moved(model, loader)) / _count(loader)
 
 
 def no_grad_missing(model, loader):
     was = model.training
     model.eval()
-    acc = sum((model(x).argmax(1) == y).sum().item() for x, y in _moved(model, loader)) / len(loader.dataset)
+    acc = sum((model(x).argmax(1) == y).sum().item() for x, y in _moved(model, loader)) / _count(loader)
     model.train(was)
     return acc
 
@@ -157,7 +162,7 @@ def no_grad_missing(model, loader):
 def never_restored(model, loader):
     model.eval()
     with torch.no_grad():
-        return sum((model(x).argmax(1) == y).sum().item() for x, y in _moved(model, loader)) / len(loader.dataset)
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in _moved(model, loader)) / _count(loader)
 
 
 def always_train(model, loader):
@@ -230,7 +235,7 @@ def unmoved_evaluate(model, loader):
     was = model.training
     model.eval()
     with torch.no_grad():
-        acc = sum((model(x).argmax(1) == y).sum().item() for x, y in loader) / len(loader.dataset)
+        acc = sum((model(x).argmax(1) == y).sum().item() for x, y in loader) / _count(loader)
     model.train(was)
     return acc
 
@@ -261,7 +266,7 @@ def tensor_evaluate(model, loader):
     with torch.no_grad():
         hits = sum((model(x).argmax(1) == y).sum() for x, y in _moved(model, loader))
     model.train(was)
-    return hits / len(loader.dataset)
+    return hits / _count(loader)
 
 
 def tensor_train_epoch(model, loader, optimizer):
