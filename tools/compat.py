@@ -25,6 +25,7 @@ import argparse
 import fcntl
 import hashlib
 import json
+import shlex
 import os
 import shutil
 import subprocess
@@ -241,7 +242,7 @@ def main(argv=None):
         return 0
     reports, failed = [], 0
     for n in names:
-        code, rep = run(n, opts.pytest.split())
+        code, rep = run(n, shlex.split(opts.pytest))
         reports.append(rep)
         failed += code != 0
     print(_table(reports))
