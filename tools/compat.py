@@ -25,8 +25,8 @@ import argparse
 import fcntl
 import hashlib
 import json
-import shlex
 import os
+import shlex
 import shutil
 import subprocess
 import sys
