@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-__all__ = ["CheckFailed", "SimulationLimit", "check", "call", "expect", "close", "one_thread", "quiet"]
+__all__ = ["CheckFailed", "SimulationLimit", "check", "call", "expect", "close", "one_thread", "quiet", "standard_state"]
 
 
 class CheckFailed(AssertionError):
@@ -43,6 +43,24 @@ def one_thread():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def standard_state():
+    """Grad mode on, anomaly mode off, float32 by default while a check runs; the learner's settings back after.
+
+    Earlier cells of a notebook may leave any of these switched (a `train` that ends with
+    torch.set_grad_enabled(False)): the check's own reference runs must not fail for it."""
+    grad, anomaly, dtype = torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype()
+    torch.set_grad_enabled(True)
+    torch.set_anomaly_enabled(False)
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_grad_enabled(grad)
+        torch.set_anomaly_enabled(anomaly)
+        torch.set_default_dtype(dtype)
 
 
 @contextlib.contextmanager
@@ -114,12 +132,13 @@ def close(a, b, rtol=1e-4, atol=1e-5):
 
 
 def check(grade_id):
-    """Decorator for a check: quiet, on one thread, without disturbing the learner's RNG; prints `✓ grade_id: ...`."""
+    """Decorator for a check: quiet, on one thread, in a standard grad mode and default dtype, without disturbing the
+    learner's RNG or settings; prints `✓ grade_id: ...`."""
 
     def wrap(body):
         @functools.wraps(body)
         def run(*args, **kwargs):
-            with torch.random.fork_rng(devices=[]), one_thread(), quiet():
+            with torch.random.fork_rng(devices=[]), one_thread(), standard_state(), quiet():
                 verified = body(*args, **kwargs)
             print(f"✓ {grade_id}: {verified}")
 
