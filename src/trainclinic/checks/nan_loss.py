@@ -20,25 +20,13 @@ from torch import nn
 
 from .. import data, models
 from ..nonfinite import describe, finite
-from . import CheckFailed, _where, call, check, close, expect
+from . import CheckFailed, _where, call, check, close, expect, standard_state
 
 __all__ = ["check_safe_step", "check_train", "check_stable_lr", "reference_safe_step", "reference_train",
            "step_named", "nan_gradient_loss", "inf_gradient_loss"]
 
 
 # ---- small helpers --------------------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def _kept():
-    """Restore grad mode, anomaly mode and the default dtype, whatever the learner's code sets."""
-    grad, anomaly, dtype = torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype()
-    try:
-        yield
-    finally:
-        torch.set_grad_enabled(grad)
-        torch.set_anomaly_enabled(anomaly)
-        torch.set_default_dtype(dtype)
-
 
 def _model(seed, inputs=4, hidden=16, dtype=torch.float32):
     return models.mlp(inputs=inputs, hidden=hidden, outputs=1, activation=nn.Tanh, seed=seed).to(dtype)
@@ -247,7 +235,7 @@ def _skip_hint(value, backward, stepped, returned):
 def check_safe_step(safe_step, seed=0, batch_size=None, dtype=None):
     """safe_step(model, batch, loss_fn, optimizer) skips (returns None, weights untouched) non-finite steps, else steps."""
     rng, features, hidden, batch_size, dtype, kind = _safe_setup(seed, batch_size, dtype)
-    with _kept():
+    with standard_state():
         return _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, kind)
 
 
@@ -624,7 +612,7 @@ def check_train(train, seed=0, steps=None, batch_size=None):
     setting = (f"{steps} steps over a loader of {batches} batches of {batch_size}"
                f"{f' (the last one holds {batch_size - (batches * batch_size - n)})' if n % batch_size else ''}, "
                f"{str(dtype).replace('torch.', '')}")
-    with _kept(), _reference_safe_step(train):
+    with standard_state(), _reference_safe_step(train):
         _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, hidden, setting)
         _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after)
         _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden)
@@ -868,7 +856,7 @@ def check_stable_lr(lr, seed=0, steps=60, seeds=4):
     lr = float(lr)
     tried = list(range(seed, seed + seeds))
     worst = None
-    with _kept():
+    with standard_state():
         for s in tried:
             worst = _stable_on(lr, s, steps, tried, worst)
     first, tail, ratio = worst
