@@ -4,7 +4,7 @@
     python -m autograder.corpus OUT --class 40                        # 40 students x every lesson
 
 The hostile corpus is built on one lesson (any: it uses the lesson's release notebook, its reference
-answers and its variants from tests/variants/lesson_NN.py) and mixes every submission shape: nbgrader's
+answers and its variants from tests/variants/<slug>.py) and mixes every submission shape: nbgrader's
 layout, folders per student, loose files named per student, zips. OUT/expected.json holds, per student,
 the lesson, the points each check must get, the status and substrings the reasons must contain.
 """
@@ -17,6 +17,8 @@ import zipfile
 from pathlib import Path
 
 import nbformat
+
+from autograder.lessons import lessons as all_lessons, release_nb, source_nb, variants_file
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -42,12 +44,12 @@ def _meta(cell):
 
 def blank(lesson):
     """The release notebook, as handed out."""
-    return _load(REPO / "notebooks" / lesson / f"{lesson}.ipynb")
+    return _load(release_nb(lesson))
 
 
 def reference(lesson, answers=None):
     """The release notebook with the reference answers (or `answers`: {grade_id: source}) filled in."""
-    src = {_gid(c): _src(c) for c in _load(REPO / "solutions" / lesson / f"{lesson}.ipynb")["cells"] if _meta(c).get("solution")}
+    src = {_gid(c): _src(c) for c in _load(source_nb(lesson))["cells"] if _meta(c).get("solution")}
     src.update(answers or {})
     nb = blank(lesson)
     for cell in nb["cells"]:
@@ -58,7 +60,7 @@ def reference(lesson, answers=None):
 
 
 def _variants(lesson):
-    path = REPO / "tests" / "variants" / f"lesson_{lesson.split('_')[0]}.py"
+    path = variants_file(lesson)
     if not path.exists():
         return {}
     spec = importlib.util.spec_from_file_location(f"_variants_{lesson}", path)
@@ -262,7 +264,7 @@ def _write(root, files):
 
 def build(out, lesson=None, only=None):
     """Write the hostile corpus for `lesson` into `out`; return the expectations {student: case-without-files}."""
-    lesson = lesson or sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())[0]
+    lesson = lesson or all_lessons()[0]
     expected = {}
     for student, case in cases(lesson).items():
         if only and student not in only:
@@ -274,7 +276,7 @@ def build(out, lesson=None, only=None):
 
 def build_class(out, students=40, lessons=None):
     """A well-behaved class in nbgrader's layout: students x lessons, a mix of reference, blank and variants."""
-    lessons = lessons or sorted(p.name for p in (REPO / "solutions").iterdir() if (p / f"{p.name}.ipynb").exists())
+    lessons = lessons or all_lessons()
     for lesson in lessons:
         kinds = [("reference", reference(lesson)), ("blank", blank(lesson))]
         kinds += [(v, reference(lesson, s["cells"])) for v, s in _variants(lesson).items()]

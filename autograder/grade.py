@@ -29,15 +29,11 @@ import time
 from pathlib import Path
 
 from autograder.intake import STUDENT_REGEX, collect, lesson_cells
+from autograder.lessons import find, lessons as course_lessons
 
 REPO = Path(__file__).resolve().parent.parent
 
-__all__ = ["main", "run", "lessons_in"]
-
-
-def lessons_in(solutions=REPO / "solutions"):
-    """Lesson folder names under solutions/."""
-    return sorted(p.name for p in Path(solutions).iterdir() if (p / f"{p.name}.ipynb").exists())
+__all__ = ["main", "run"]
 
 
 def _env(course, gradebook):
@@ -293,8 +289,7 @@ def run(submissions, out, workers=None, lessons=None, cell_timeout=60, notebook_
     """Grade a folder of submissions into `out`; return the summary dict."""
     t0 = time.monotonic()
     out = Path(out).resolve()
-    all_lessons = lessons_in()
-    lessons = [l for l in all_lessons if not lessons or l in lessons]
+    lessons = sorted({find(l) for l in lessons}) if lessons else course_lessons()
     course, template, main = _prepare(out, lessons)
     max_scores = _max_scores(template, lessons)
     order = lesson_cells(course / "notebooks", lessons)  # checks in notebook order
@@ -427,7 +422,7 @@ def main(argv=None):
     p.add_argument("submissions", help="folder of submissions (nbgrader layout, per-student folders, zips, loose files)")
     p.add_argument("--out", default=str(REPO / ".grading" / "class"), help="grading folder (default .grading/class)")
     p.add_argument("--workers", type=int, default=None, help="parallel notebooks (default: the number of cores)")
-    p.add_argument("--lessons", nargs="*", help="only these lessons (default: every lesson in solutions/)")
+    p.add_argument("--lessons", nargs="*", help="only these lessons: folder names, numbers or slugs (default: every lesson)")
     p.add_argument("--cell-timeout", type=int, default=60, help="seconds per cell (default 60)")
     p.add_argument("--notebook-timeout", type=int, default=300, help="seconds per notebook (default 300)")
     p.add_argument("--memory", type=float, default=4.0, help="address-space cap per kernel, GB (default 4)")
@@ -435,6 +430,10 @@ def main(argv=None):
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-isolation", action="store_true", help="no private namespaces (limits and guard stay)")
     a = p.parse_args(argv)
+    try:
+        a.lessons = sorted({find(l) for l in a.lessons}) if a.lessons else None
+    except LookupError as e:
+        p.error(str(e))
     s = run(a.submissions, a.out, a.workers, a.lessons, a.cell_timeout, a.notebook_timeout, a.memory,
             a.student_regex, progress=not a.no_progress, isolate=not a.no_isolation)
     return 1 if s["missing"] else 0

@@ -23,6 +23,8 @@ c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = f"sqlite:///{gradebook}"
 c.CourseDirectory.course_id = "trainclinic"
+# A lesson's text source (solutions/NN_slug/NN_slug.py) holds the solutions: never copied into a release.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "[0-9][0-9]_*.py"]
 
 # Lessons are small: a cell that runs a minute is a broken submission, not a slow one.
 c.ExecutePreprocessor.timeout = int(os.environ.get("TRAINCLINIC_CELL_TIMEOUT", 60))

@@ -17,6 +17,9 @@ from pathlib import Path
 __all__ = ["ROOT", "lessons", "fill", "free_port", "JupyterLab", "failure_message", "execute", "problems"]
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from autograder.lessons import lessons  # noqa: E402  (the course's one lesson list)
+
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 # Settings that keep JupyterLab quiet and deterministic: every cell in the DOM (no windowing), no news or
@@ -25,15 +28,6 @@ LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
 }
-
-
-def lessons():
-    """Lesson folders that have both a release notebook (notebooks/) and a source notebook (solutions/)."""
-    found = []
-    for p in sorted((ROOT / "notebooks").iterdir()):
-        if (p / f"{p.name}.ipynb").exists() and (ROOT / "solutions" / p.name / f"{p.name}.ipynb").exists():
-            found.append(p.name)
-    return found
 
 
 def _src(cell):

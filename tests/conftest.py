@@ -1,4 +1,4 @@
-"""Shared fixtures: paths, the lesson list, notebook helpers."""
+"""Shared fixtures: paths, the lesson list (autograder.lessons), notebook helpers."""
 import json
 import os
 import sys
@@ -7,20 +7,11 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 shared cores: one torch thread per process (kernels inherit it)
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(ROOT), str(ROOT / "tools"), str(Path(__file__).resolve().parent)]
 
-LESSONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").exists())
+from autograder.lessons import lessons, release_nb, source_nb  # noqa: E402  (the course's one lesson list)
 
-
-def source_nb(lesson):
-    """Path of a lesson's source (solution) notebook."""
-    return ROOT / "solutions" / lesson / f"{lesson}.ipynb"
-
-
-def release_nb(lesson):
-    """Path of a lesson's release notebook."""
-    return ROOT / "notebooks" / lesson / f"{lesson}.ipynb"
+LESSONS = lessons()
 
 
 def load(path):

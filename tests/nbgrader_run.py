@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from autograder.lessons import variants_module
 from conftest import ROOT, grade_id, load, release_nb, source_nb
 
 __all__ = ["variants", "submission", "Course"]
@@ -14,8 +15,7 @@ __all__ = ["variants", "submission", "Course"]
 
 def variants(lesson):
     """{name: spec} for a lesson: its module's VARIANTS plus 'reference' and 'blank'."""
-    number = lesson.split("_")[0]
-    mod = importlib.import_module(f"variants.lesson_{number}")
+    mod = importlib.import_module(variants_module(lesson))
     out = {"reference": {"cells": {}, "lost": {}}, "blank": {"cells": None, "lost": "all"}}
     out.update(mod.VARIANTS)
     return out

@@ -138,8 +138,8 @@ def _digest(paths):
 
 
 def test_release_stamps_repo_everywhere(tmp_path):
-    """REPO/BRANCH in the environment reach the badge and the setup cell of every lesson, source and release."""
-    tracked = [p for d in ("solutions", "notebooks") for p in (ROOT / d).rglob("*.ipynb")]
+    """REPO/BRANCH in the environment reach the badge and the setup cell of every lesson: text source, notebooks."""
+    tracked = [p for d in ("solutions", "notebooks") for p in (ROOT / d).rglob("*.ipynb")] + list((ROOT / "solutions").rglob("*.py"))
     before = _digest(tracked)
     copy = tmp_path / "course"
     for d in ("tools", "solutions", "autograder", "src"):
@@ -149,7 +149,7 @@ def test_release_stamps_repo_everywhere(tmp_path):
     lesson = LESSONS[0]
     driver = ("import sys; sys.path.insert(0, 'tools'); import release\n"
               "repo, branch = release.settings()\n"
-              "for lesson in release.lessons(): release.stamp(lesson, repo, branch)\n"
+              "for lesson in release.lessons(): release.stamp(lesson, repo, branch); release.build(lesson)\n"
               f"release.generate({lesson!r})\n")
     env = _clean_env(REPO=repo, BRANCH=branch, TRAINCLINIC_GRADEBOOK=str(tmp_path / "gradebook.db"),
                      PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -165,6 +165,9 @@ def test_release_stamps_repo_everywhere(tmp_path):
         assert old not in text, f"{path.relative_to(copy)} still names {old}"
         assert f"[![Open In Colab]({BADGE_IMG})]({_badge_url(name, repo, branch)})" in text, f"{path}: badge not stamped"
         assert f'"git+{repo}@{branch}"' in _setup(path), f"{path}: setup cell not stamped"
+    for name in LESSONS:  # the text source a person edits carries the same stamps
+        text = (copy / "solutions" / name / f"{name}.py").read_text()
+        assert old not in text and _badge_url(name, repo, branch) in text and f'"git+{repo}@{branch}"' in text, name
     assert _digest(tracked) == before, "stamping a copy changed the repository's notebooks"
 
 

@@ -11,7 +11,7 @@ from torch import nn
 import trainclinic as tc
 from trainclinic import gradients
 from trainclinic.checks import CheckFailed
-from trainclinic.checks import gradients as checks
+from trainclinic.checks import exploding_vanishing as checks
 
 REFERENCE = textwrap.dedent('''
 def grad_norms(model):
@@ -154,7 +154,7 @@ def test_checks_pass_the_reference(capsys):
 
 def load_variants():
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-    from variants.lesson_05 import VARIANTS
+    from variants.exploding_vanishing import VARIANTS
 
     return VARIANTS
 

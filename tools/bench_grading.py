@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from autograder import corpus  # noqa: E402
-from autograder.grade import lessons_in  # noqa: E402
+from autograder.lessons import lessons as all_lessons  # noqa: E402
 
 __all__ = ["main"]
 
@@ -89,7 +89,7 @@ def main(argv=None):
     p.add_argument("--bare-sample", type=int, default=3, help="notebooks per lesson executed bare (default 3)")
     p.add_argument("--json", help="also write the figures here")
     a = p.parse_args(argv)
-    lessons = a.lessons or lessons_in()
+    lessons = a.lessons or all_lessons()
     tmp = Path(tempfile.mkdtemp(prefix="tc-bench-"))
     try:
         subs = tmp / "subs"

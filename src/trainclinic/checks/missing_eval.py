@@ -19,7 +19,7 @@ from .. import data
 from ..device import SimulatedCuda, pick_device
 from ..evaluation import bn_mlp, watch
 from . import CheckFailed, SimulationLimit, call, check, expect
-from .gradients import python_float
+from .exploding_vanishing import python_float
 
 __all__ = ["check_evaluate_eval", "check_evaluate_no_grad", "check_evaluate_restores", "check_train_epoch"]
 
