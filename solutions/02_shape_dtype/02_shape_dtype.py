@@ -227,7 +227,8 @@ shapes.trace(head, xr, target=target, loss_fn=nn.MSELoss());
 # class ids of shape `(N,)`, just as NumPy arrays give them. Write three small functions.
 #
 # **3a.** `prepare_batch(images, labels)`: return `(inputs, targets)` ready for a conv net and `CrossEntropyLoss`:
-# inputs `float32` of shape `(N, 1, H, W)`, targets `int64` of shape `(N,)`. Keep the values. It must work for a batch of one.
+# inputs `float32` of shape `(N, 1, H, W)`, targets `int64` of shape `(N,)`. Keep the values as they are, whatever their range
+# (no clamping, no rescaling). It must work for a batch of one.
 
 # %% nbgrader={"grade": false, "grade_id": "prepare_batch", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def prepare_batch(images, labels):

@@ -263,3 +263,21 @@ BLIND2 = {
 }
 for _name, (_cell, _source, _lost) in BLIND2.items():
     VARIANTS[f"blind2_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+# Blind round 3: the case it misgraded (now fixed in the check), and a case whose message misled.
+BLIND3 = {
+    # the check's images were all in [0, 1), so a clamp to [0, 1] changed nothing; the lesson's own reach 1.5
+    "prepare_clamps_pixels": ('prepare_batch', '''def prepare_batch(images, labels):
+    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""
+    inputs = images.clamp(0.0, 1.0).float().unsqueeze(1)
+    return inputs, labels.long()''', {"check_prepare_batch": "images values: expected unchanged (only dtype and shape change), observed values that differ by up to"}),
+    # the message said "a different gradient": no gradient reached pred at all (a view made under no_grad)
+    "reg_shape_fix_under_no_grad": ('regression_loss', '''def regression_loss(pred, target):
+    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""
+    with torch.no_grad():                  # only reshaping and casting here, no need for gradients
+        p = pred.squeeze(1)
+        t = target.float()
+    return F.mse_loss(p, t)''', {"check_regression_loss": "observed none: loss.backward() ran but no gradient reached pred"}),
+}
+for _name, (_cell, _source, _lost) in BLIND3.items():
+    VARIANTS[f"blind3_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

@@ -38,19 +38,6 @@ HINTS = {  # keyed on PyTorch's own wordings, torch 2.4 to 2.13
 }
 
 
-def _hinted(exc):
-    """A CheckFailed from `call` with this lesson's hint in place of the generic one where PyTorch's message matches."""
-    text = str(exc).split("\nHint:")[0]
-    hint = next((h for key, h in HINTS.items() if key in text), None)
-    return exc if hint is None else CheckFailed(f"{text}\nHint: {hint}")
-
-
-def _call(fn, *args, **kwargs):
-    """checks.call, with this lesson's hint in place of the generic one where a message matches."""
-    try:
-        return call(fn, *args, **kwargs)
-    except CheckFailed as exc:
-        raise _hinted(exc) from None
 
 
 def raw_batch(n, size=12, classes=3, seed=0, width=None):
@@ -102,6 +89,24 @@ def _batch_cases(seed):
     return ((rng.randint(2, 16), h, h), (1, w, h), (rng.randint(2, 40), h, w))
 
 
+def _value_scales(seed):
+    """(scale, shift) of the pixel values per case: the lesson's own images reach 1.5, standardized ones go negative."""
+    if seed == 0:
+        return ((1.5, 0.0), (1.0, 0.0), (4.0, -2.0))
+    rng = random.Random(17 * seed + 5)
+    return tuple(rng.choice(((1.0, 0.0), (1.5, 0.0), (255.0, 0.0), (4.0, -2.0), (2.0, -0.5))) for _ in range(3))
+
+
+def _values_differ(x, images):
+    """How prepare_batch's values differ from the images': the largest difference and both value ranges."""
+    got = x.detach().double().reshape(images.shape) if x.numel() == images.numel() else None
+    span = f"the images span [{images.min().item():.3g}, {images.max().item():.3g}]"
+    if got is None:
+        return f"{x.numel()} values for {images.numel()} pixels"
+    return (f"values that differ by up to {(got - images).abs().max().item():.3g}: {span}, the inputs "
+            f"[{got.min().item():.3g}, {got.max().item():.3g}]")
+
+
 @check("prepare_batch")
 def check_prepare_batch(prepare_batch, seed=0):
     """prepare_batch(images, labels) gives float32 (N, 1, H, W) images and int64 (N,) labels that train."""
@@ -109,8 +114,10 @@ def check_prepare_batch(prepare_batch, seed=0):
     for k, (n, size, width) in enumerate(cases):
         classes = 3 if seed == 0 else 2 + (seed + k) % 9
         images, labels = raw_batch(n, size, classes, seed=seed + n, width=width)
+        scale, shift = _value_scales(seed)[k]
+        images = images * scale + shift  # pixel values are whatever the loader gives: not always in [0, 1]
         images_arg, labels_arg = images.clone(), labels.clone()
-        out = _call(prepare_batch, images_arg, labels_arg, name="prepare_batch")
+        out = call(prepare_batch, images_arg, labels_arg, hints=HINTS, name="prepare_batch")
         _unchanged("prepare_batch", "images", images, images_arg)
         _unchanged("prepare_batch", "labels", labels, labels_arg)
         x, y = _pair(out, "prepare_batch")
@@ -123,9 +130,9 @@ def check_prepare_batch(prepare_batch, seed=0):
 
         where = f"(a conv net and cross_entropy on prepare_batch's output, batch of {n} images {size}x{width})"
         try:
-            loss, verdict, error = call(train_once, name="training", where=where), "", None
+            loss, verdict, error = call(train_once, hints=HINTS, name="training", where=where), "", None
         except CheckFailed as exc:
-            error = _hinted(exc)
+            error = exc
             loss, verdict = None, "\nPyTorch's verdict: " + str(exc).split("\nHint:")[0].rstrip(".")
         shape = tuple(x.shape)
         hint = ""
@@ -140,7 +147,7 @@ def check_prepare_batch(prepare_batch, seed=0):
         expect(x.dtype == torch.float32, "images dtype", "torch.float32 (the model's dtype)", f"{x.dtype}{verdict}",
                "convert with .float() or .to(torch.float32).")
         expect(close(x.squeeze(1), images), "images values", "unchanged (only dtype and shape change)",
-               "different values")
+               _values_differ(x, images))
         hint = ""
         if y.dim() == 0 and n == 1:
             hint = ("the batch of one lost its batch dimension, which is what .squeeze() does to a batch of one "
@@ -201,7 +208,7 @@ def _architecture(model, x, size, classes):
     lin_bs = [p for p in params if tuple(p.shape) == want["Linear bias"]]
     model.eval()
     with torch.no_grad():
-        got = _call(model, x, name="your model", where="in eval mode")
+        got = call(model, x, hints=HINTS, name="your model", where="in eval mode")
 
         def net(cb, lb, act=F.relu, pool=F.max_pool2d):
             return F.linear(pool(act(F.conv2d(x, conv_w, cb, padding=1)), 2).flatten(1), lin_w, lb)
@@ -241,7 +248,7 @@ def check_build_model(build_model, seed=0):
     lesson's layers (conv, ReLU, 2x2 max-pool, flatten, Linear)."""
     size, classes, batch_sizes = _model_cases(seed)
     torch.manual_seed(seed)
-    model = _call(build_model, size, classes, name="build_model")
+    model = call(build_model, size, classes, hints=HINTS, name="build_model")
     expect(isinstance(model, nn.Module), "build_model's result", "an nn.Module", type(model).__name__)
     g = torch.Generator().manual_seed(seed)
     for n in batch_sizes:
@@ -250,28 +257,28 @@ def check_build_model(build_model, seed=0):
         model.train()
         model.zero_grad(set_to_none=True)
         where = f"on a batch of {n} images 1x{size}x{size} (float32)"
-        out = _call(model, x, name="your model", where=where)
+        out = call(model, x, hints=HINTS, name="your model", where=where)
         expect(torch.is_tensor(out) and out.shape == (n, classes), f"the model's output {where}",
                f"shape ({n}, {classes})", tuple(out.shape) if torch.is_tensor(out) else type(out).__name__,
                "flatten with nn.Flatten() or x.flatten(1), which keep the batch dimension, and size the first "
                "Linear for what really arrives: 8 channels x (size // 2) x (size // 2).")
         expect(out.dtype == torch.float32, "the output dtype", "torch.float32", out.dtype,
                "keep the model in float32 and convert the inputs instead (.double() on a model doubles memory).")
-        loss = _call(lambda: F.cross_entropy(out, y), name="cross_entropy", where="on the model's output")
+        loss = call(lambda: F.cross_entropy(out, y), hints=HINTS, name="cross_entropy", where="on the model's output")
         expect(loss.dtype == torch.float32, "the loss dtype", "torch.float32", loss.dtype)
-        _call(loss.backward, name="loss.backward", where=where)
+        call(loss.backward, hints=HINTS, name="loss.backward", where=where)
         _grads_ok(model, n, size)
         model.eval()
         with torch.no_grad():
-            whole = _call(model, x, name="your model", where=where)
-            alone = torch.cat([_call(model, x[i:i + 1], name="your model", where="on single images") for i in range(n)])
+            whole = call(model, x, hints=HINTS, name="your model", where=where)
+            alone = torch.cat([call(model, x[i:i + 1], hints=HINTS, name="your model", where="on single images") for i in range(n)])
         expect(close(whole, alone, rtol=1e-3, atol=1e-4), f"the outputs for a batch of {n} (eval mode)",
                "each sample's logits independent of the other samples", "rows that mix samples",
                "never reshape across the batch dimension: keep dim 0 as N (x.flatten(1), not x.view(-1, k)).")
         _architecture(model, x, size, classes)
         model.train()
         with torch.no_grad():
-            trained = _call(model, x, name="your model", where=f"{where}, in training mode")
+            trained = call(model, x, hints=HINTS, name="your model", where=f"{where}, in training mode")
         if not close(trained, whole, rtol=1e-3, atol=1e-4):
             modal = sorted({type(m).__name__ for m in model.modules()
                             if isinstance(m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm))})
@@ -356,7 +363,7 @@ def check_regression_loss(regression_loss, seed=0):
                 out = regression_loss(pred, target_arg)
             return out, [str(w.message) for w in caught]
 
-        got, warned = _call(run, name="regression_loss", where=f"on a batch of {n}")
+        got, warned = call(run, hints=HINTS, name="regression_loss", where=f"on a batch of {n}")
         _unchanged("regression_loss", "target", target, target_arg)
         _unchanged("regression_loss", "pred", leaf * 1.0, pred)
         expect(torch.is_tensor(got), "the loss", "a tensor", type(got).__name__,
@@ -392,11 +399,18 @@ def check_regression_loss(regression_loss, seed=0):
                "convert the float64 target to pred's dtype (target.to(pred.dtype) or .float()) before any arithmetic "
                "with pred; a float64 computation also runs its backward in float64.")
         expect(got.requires_grad, "the loss", "connected to pred (requires_grad)", "no gradient path")
-        _call(got.backward, name="loss.backward")
+        call(got.backward, hints=HINTS, name="loss.backward")
         ref_leaf = leaf.detach().clone().requires_grad_()
         F.mse_loss((ref_leaf * 1.0).squeeze(1), target.float()).backward()
-        expect(leaf.grad is not None and close(leaf.grad, ref_leaf.grad, rtol=1e-4, atol=1e-6 * scale),
-               "the gradient reaching pred", "that of the MSE", "a different gradient")
+        if leaf.grad is None:
+            raise CheckFailed(f"the gradient reaching pred (batch of {n}): expected that of the MSE, observed none: "
+                              "loss.backward() ran but no gradient reached pred.\nExpected: the loss computed from pred "
+                              "by operations autograd records (not under torch.no_grad(), not from pred.detach()).")
+        if not close(leaf.grad, ref_leaf.grad, rtol=1e-4, atol=1e-6 * scale):
+            diff = (leaf.grad - ref_leaf.grad).abs().max().item()
+            raise CheckFailed(f"the gradient reaching pred (batch of {n}): expected that of the MSE (largest "
+                              f"{ref_leaf.grad.abs().max().item():.6g}), observed a different gradient (differs by up to "
+                              f"{diff:.3g}).")
     return f"float32 MSE equal to PyTorch's, same gradient, for batches of {', '.join(map(str, batch_sizes))}"
 
 
