@@ -1,4 +1,4 @@
-"""Unit tests for trainclinic.evaluation (watch, graph_meter, bn_mlp) and the lesson 06 checks."""
+"""Unit tests for trainclinic.evaluation (watch_validation, graph_meter, bn_mlp) and the lesson 06 checks."""
 import copy
 
 import pytest
@@ -77,7 +77,7 @@ def test_graph_meter_counts_saved_tensors_only_with_autograd_on():
 def test_watch_sees_training_mode_autograd_and_batchnorm_updates():
     m = ev.bn_mlp().train()
     x, _ = _data()
-    with ev.watch(m, keep_outputs=True) as w:
+    with ev.watch_validation(m, keep_outputs=True) as w:
         m(x)
         m(x)
     assert len(w.calls) == 2 and w.train_calls == 2 and w.grad_calls == 2
@@ -90,7 +90,7 @@ def test_watch_sees_training_mode_autograd_and_batchnorm_updates():
 def test_watch_on_a_correct_evaluation():
     m = ev.bn_mlp().train()
     x, y = _data()
-    with ev.watch(m) as w:
+    with ev.watch_validation(m) as w:
         evaluate(m, DataLoader(TensorDataset(x, y), batch_size=7))
     assert len(w.calls) == 3 and w.train_calls == 0 and w.grad_calls == 0 and w.meter.saved == 0
     assert w.bn_batches == 0 and w.bn_change == 0
@@ -140,7 +140,7 @@ def copy_evaluate(model, loader):
 
 
 def test_evaluating_a_deep_copy_passes():
-    """`watch` follows the model into copy.deepcopy, so a correct fix that evaluates a copy is graded correct."""
+    """`watch_validation` follows the model into copy.deepcopy, so a correct fix that evaluates a copy is graded correct."""
     checks.check_evaluate_eval(copy_evaluate)
     checks.check_evaluate_no_grad(copy_evaluate)
     checks.check_evaluate_restores(copy_evaluate)

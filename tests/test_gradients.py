@@ -1,4 +1,4 @@
-"""Lesson 05 tools: gradients.profile / ratio / table / draw / Dashboard, and the checks against PyTorch itself."""
+"""Lesson 05 tools: gradients.profile / ratio / table / draw_layers / Dashboard, and the checks against PyTorch itself."""
 import math
 import subprocess
 import sys
@@ -127,9 +127,9 @@ def test_dashboard_records_pads_and_summarises(capsys):
 def test_draw_returns_png_even_with_non_finite_values():
     history = {"step": [0, 1, 2], "loss": [1.0, 1e30, float("nan")], "grad_norm": [1.0, 1e6, float("inf")],
                "layers": {"0": [1e-8, 1e-7, float("nan")], "2": [1.0, 2.0, float("nan")]}}
-    png = gradients.draw(history, "t", max_norm=1.0)
+    png = gradients.draw_layers(history, "t", max_norm=1.0)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
-    assert gradients.draw({"step": [], "loss": [], "grad_norm": [], "layers": {}})[:4] == b"\x89PNG"
+    assert gradients.draw_layers({"step": [], "loss": [], "grad_norm": [], "layers": {}})[:4] == b"\x89PNG"
 
 
 def test_reference_norms_agree_with_clip_grad_norm():

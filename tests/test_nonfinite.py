@@ -62,7 +62,7 @@ def batch(n=16, features=4, seed=0):
 def first(model, x, y, loss_fn=nn.functional.mse_loss):
     """The finding raised by one watched step, checked to be a NonFiniteError and a FloatingPointError."""
     with pytest.raises(nonfinite.NonFiniteError) as info:
-        with nonfinite.watch(model) as w:
+        with nonfinite.watch_nonfinite(model) as w:
             w.check("the loss", loss_fn(model(x), y)).backward()
     assert isinstance(info.value, FloatingPointError)
     assert str(info.value) == str(info.value.finding)
@@ -137,7 +137,7 @@ def test_nan_parameter_and_step_count():
     model = tc.mlp(inputs=4, hidden=8, outputs=1)
     x, y = batch()
     with pytest.raises(nonfinite.NonFiniteError) as info:
-        with nonfinite.watch(model) as w:
+        with nonfinite.watch_nonfinite(model) as w:
             for step in range(3):
                 if step == 2:
                     with torch.no_grad():
@@ -151,7 +151,7 @@ def test_nan_parameter_and_step_count():
 def test_record_without_stopping():
     model = nn.Sequential(nn.Linear(4, 8), LogFeatures(), nn.Linear(8, 1))
     x, y = batch()
-    with nonfinite.watch(model, stop=False) as w:
+    with nonfinite.watch_nonfinite(model, stop=False) as w:
         for _ in range(3):
             loss = nn.functional.mse_loss(model(x), y)
             loss.backward()
@@ -165,7 +165,7 @@ def test_clean_run_finds_nothing():
     x, y = batch()
     assert nonfinite.locate(model, (x, y), nn.functional.mse_loss) is None
     assert no_hooks(model) and nonfinite.scan(model) == {}
-    with nonfinite.watch(model) as w, torch.no_grad():
+    with nonfinite.watch_nonfinite(model) as w, torch.no_grad():
         model(x)  # evaluation under no_grad: fine
     assert w.first is None
 
@@ -177,7 +177,7 @@ def test_too_high_learning_rate_found_at_the_loss():
     model = tc.mlp(inputs=8, hidden=32, outputs=1, activation=nn.Tanh)
     opt = torch.optim.SGD(model.parameters(), lr=100)
     with pytest.raises(nonfinite.NonFiniteError) as info:
-        with nonfinite.watch(model) as w:
+        with nonfinite.watch_nonfinite(model) as w:
             for _ in range(5):
                 for x, y in tc.loader(ds, batch_size=32):
                     opt.zero_grad()
@@ -210,8 +210,8 @@ def test_anomaly_raises_pytorchs_error_quietly(capsys):
 
 def test_describe_finite_scan():
     t = torch.tensor([1.0, float("nan"), float("inf"), -2.0])
-    assert nonfinite.describe(t) == "1 NaN, 1 inf in 4 values; largest finite |x| 2"
-    assert nonfinite.describe(torch.ones(1)) == "no NaN or inf in 1 value; largest finite |x| 1"
+    assert nonfinite.summarize(t) == "1 NaN, 1 inf in 4 values; largest finite |x| 2"
+    assert nonfinite.summarize(torch.ones(1)) == "no NaN or inf in 1 value; largest finite |x| 1"
     assert nonfinite.finite(torch.ones(3)) and not nonfinite.finite((torch.ones(2), {"a": t}))
     assert nonfinite.finite(torch.tensor([1, 2])) and not nonfinite.finite(float("nan"))
     model = nn.Linear(2, 1)

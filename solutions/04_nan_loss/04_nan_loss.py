@@ -24,7 +24,7 @@
 # - to reproduce the blow-up: a learning rate too high multiplies the loss step after step until float32 overflows
 #   to `inf`, then `inf - inf` makes `nan`, and NaN weights never come back;
 # - to *localise* the first non-finite value: which step, which module, forward output or gradient
-#   (`nonfinite.watch`, built on forward hooks and tensor hooks), and PyTorch's heavy option, `detect_anomaly`;
+#   (`nonfinite.watch_nonfinite`, built on forward hooks and tensor hooks), and PyTorch's heavy option, `detect_anomaly`;
 # - the checklist: learning rate, NaN/inf in the data, `log(0)` or `sqrt` of a negative in a custom loss, clipping,
 #   and float16's small range under mixed precision (where `GradScaler` cannot help);
 # - to write a training step that refuses to learn from a non-finite loss, and to pick a stable rate.
@@ -133,7 +133,7 @@ print("nan == nan ->", bool(nan == nan), "| torch.isfinite(nan) ->", bool(torch.
 # %% [markdown]
 # ## 2 · Diagnose: where did the first non-finite value appear?
 #
-# By the time you *see* `nan`, every weight is NaN and the trail is cold. `nonfinite.watch(model)` puts hooks on every
+# By the time you *see* `nan`, every weight is NaN and the trail is cold. `nonfinite.watch_nonfinite(model)` puts hooks on every
 # module (forward pre-hooks and forward hooks) and on the gradients (tensor hooks), and raises `NonFiniteError` at the
 # **first** NaN or inf, naming the step, the module, and whether it was the data, a parameter, a forward output or a
 # gradient. `w.check("the loss", loss)` watches a value outside the model. Here is the lr=100 run again, watched:
@@ -142,7 +142,7 @@ print("nan == nan ->", bool(nan == nan), "| torch.isfinite(nan) ->", bool(torch.
 model = make_model()
 optimizer = torch.optim.SGD(model.parameters(), lr=100)
 try:
-    with nonfinite.watch(model) as w:
+    with nonfinite.watch_nonfinite(model) as w:
         for step, (x, y) in enumerate(tc.loader(train_set, batch_size=32, seed=0)):
             x, y = x.to(device), y.to(device)
             optimizer.zero_grad()
@@ -442,5 +442,5 @@ tc.explore(run, title="plain SGD", failure={"lr": 100.0}, lr=("log", 1e-3, 300.0
 #
 # **Recap.** A NaN loss is silent: PyTorch raises nothing and the NaN spreads into every weight at the next step. A
 # learning rate too high multiplies the loss until float32 overflows. Find the **first** non-finite value
-# (`nonfinite.watch` / `locate`: step, module, forward or gradient; `detect_anomaly` for the exact operation), go
+# (`nonfinite.watch_nonfinite` / `locate`: step, module, forward or gradient; `detect_anomaly` for the exact operation), go
 # through the checklist, and guard the step: check the loss and the gradients *before* `optimizer.step()`.

@@ -156,11 +156,11 @@ print("logits with autograd off: requires_grad =", logits_off.requires_grad, "| 
 # %% [markdown]
 # ## 2 · Diagnose: watch what validation does to the model
 #
-# `ev.watch(model)` records, inside a `with` block, every forward pass of the model (training mode or not, autograd
+# `ev.watch_validation(model)` records, inside a `with` block, every forward pass of the model (training mode or not, autograd
 # on or not), what autograd saved, whether the BatchNorm buffers moved, and the mode the model is left in.
 
 # %%
-with ev.watch(model) as w:
+with ev.watch_validation(model) as w:
     validate_naive(model, val_loader)
 print(w)
 
@@ -170,7 +170,7 @@ print(w)
 
 # %%
 model.train()
-with ev.watch(model) as w:
+with ev.watch_validation(model) as w:
     model.eval()
     validate_naive(model, val_loader)
 print(w)
@@ -214,8 +214,10 @@ def evaluate(model, loader):
 # on the logits). Return the **mean of the batch losses**: the sum of each batch's `loss.item()` divided by the number
 # of batches (a short last batch counts once, like the others), as a Python float. Not a tensor: each batch's loss
 # tensor holds that batch's autograd graph, and adding them up keeps every batch's graph alive until the epoch ends.
-# The model may arrive **in eval mode** (your `evaluate` at the end of the previous epoch leaves it as it found it, but
-# other code may not): make sure every step trains in training mode. Move each batch to the model's device.
+# The model may arrive **in eval mode**, whole or in part (your `evaluate` at the end of the previous epoch leaves it as
+# it found it, but other code may not; `model.training` is the top module's flag only, and may be `True` while its
+# layers are in eval mode): make sure every step trains in training mode, every layer of it. Move each batch to the
+# model's device.
 
 # %% nbgrader={"grade": false, "grade_id": "train_epoch", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_epoch(model, loader, optimizer):
@@ -286,7 +288,7 @@ for seed in (1, 2, 3):
 
 # %%
 model.train()
-with ev.watch(model) as w:
+with ev.watch_validation(model) as w:
     acc = evaluate(model, val_loader)
 print(w)
 print("accuracy:", acc, "| again:", evaluate(model, val_loader))
@@ -402,7 +404,7 @@ def fit(lr=0.05, p=0.5, eval_mode=True, no_grad=True, epochs=8, plot=None):
             if plot is not None:
                 plot.update(step, loss.item(), gn)
             step += 1
-        with ev.watch(model) as w:
+        with ev.watch_validation(model) as w:
             history["val_accuracy"].append(validate(model, val_loader, eval_mode, no_grad))
         watched.append(w)
     changed = []
@@ -460,5 +462,5 @@ print("with a clone made outside inference mode, it trains:", layer(features.clo
 #
 # **Recap.** `model.eval()` switches what layers do (Dropout off, BatchNorm on its running statistics);
 # `torch.no_grad()` switches autograd off. Validation needs both. Write one `evaluate` that does both and puts the
-# model back as it found it, and start every training epoch with `model.train()`. `ev.watch` shows what a block of
+# model back as it found it, and start every training epoch with `model.train()`. `ev.watch_validation` shows what a block of
 # code did to your model.

@@ -1,6 +1,6 @@
-"""Validation tools: a Dropout + BatchNorm MLP, `watch` (what a block did to a model) and `graph_meter`.
+"""Validation tools: a Dropout + BatchNorm MLP, `watch_validation` (what a block did to a model) and `graph_meter`.
 
-`watch(model)` records every forward pass of the model inside a `with` block: was it in training mode,
+`watch_validation(model)` records every forward pass of the model inside a `with` block: was it in training mode,
 was autograd on, what did autograd save for a backward pass, did the BatchNorm running statistics move,
 and which mode the model was left in. `graph_meter()` counts only what autograd saved, and the time.
 """
@@ -10,7 +10,7 @@ import time
 import torch
 from torch import nn
 
-__all__ = ["bn_mlp", "GraphMeter", "graph_meter", "Watch", "watch", "mode", "plot_curves"]
+__all__ = ["bn_mlp", "GraphMeter", "graph_meter", "ValidationWatch", "watch_validation", "mode", "plot_curves"]
 
 _DROPOUT = nn.modules.dropout._DropoutNd
 _BATCHNORM = nn.modules.batchnorm._BatchNorm
@@ -68,7 +68,7 @@ def graph_meter(model=None):
         meter.seconds = time.perf_counter() - start
 
 
-class Watch:
+class ValidationWatch:
     """What a block did to a model: forward passes (mode, autograd), BatchNorm buffers, saved tensors, time."""
 
     def __init__(self, model, keep_outputs=False):
@@ -141,9 +141,9 @@ class Watch:
 
 
 @contextlib.contextmanager
-def watch(model, keep_outputs=False):
-    """Record what the block does to `model` (forward modes, autograd, BatchNorm buffers, mode after); yield a Watch."""
-    w = Watch(model, keep_outputs)
+def watch_validation(model, keep_outputs=False):
+    """Record what the block does to `model` (forward modes, autograd, BatchNorm buffers, mode after); yield a ValidationWatch."""
+    w = ValidationWatch(model, keep_outputs)
     # a plain function, not the bound method: copy.deepcopy(model) keeps it, so a copy's passes are recorded too
     handle = model.register_forward_hook(lambda module, args, output: w._hook(module, args, output))
     try:

@@ -13,7 +13,7 @@ import torch
 
 from . import monitor, plots
 
-__all__ = ["profile", "ratio", "table", "draw", "Dashboard", "dead_relus", "failure"]
+__all__ = ["profile", "ratio", "table", "draw_layers", "Dashboard", "dead_relus", "failure"]
 
 
 def profile(model, batch, loss_fn):
@@ -58,7 +58,7 @@ def _clean(values):
     return [v if v is not None and math.isfinite(v) else float("nan") for v in values]
 
 
-def draw(history, title="", max_norm=None):
+def draw_layers(history, title="", max_norm=None):
     """Render a dashboard history as PNG bytes: loss, total gradient norm, per-layer gradient norms (log scales)."""
     from matplotlib import colormaps
     from matplotlib.figure import Figure
@@ -129,7 +129,7 @@ class Dashboard(plots.LivePlot):
 
     def render(self):
         """The dashboard figure as PNG bytes."""
-        return draw(self.history, self.title, self.max_norm)
+        return draw_layers(self.history, self.title, self.max_norm)
 
     def last_layers(self):
         """{layer: gradient norm} at the last recorded step."""

@@ -1,6 +1,6 @@
 """Find the first non-finite value (NaN or inf) in training: which step, which module, forward or backward.
 
-`watch(model)` hooks every module (forward pre-hooks and forward hooks; tensor hooks on the gradients of
+`watch_nonfinite(model)` hooks every module (forward pre-hooks and forward hooks; tensor hooks on the gradients of
 its inputs, outputs and parameters) and stops at the first NaN or inf, naming the step, the module, and
 whether it was the data, a parameter, a forward output or a gradient. `locate` runs one watched step.
 `anomaly()` is PyTorch's own heavy option, `torch.autograd.detect_anomaly`, with its warnings captured
@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-__all__ = ["NonFiniteError", "Finding", "Watch", "watch", "locate", "anomaly", "describe", "finite", "scan"]
+__all__ = ["NonFiniteError", "Finding", "NonFiniteWatch", "watch_nonfinite", "locate", "anomaly", "summarize", "finite", "scan"]
 
 
 def _tensors(value):
@@ -34,7 +34,7 @@ def finite(value):
     return all(bool(torch.isfinite(t.detach()).all()) for t in _tensors(value))
 
 
-def describe(value):
+def summarize(value):
     """'2 NaN, 1 inf in 64 values; largest finite |x| 3.1e+38' for a tensor (or the tensors in a value)."""
     ts = [t.detach().reshape(-1) for t in _tensors(value)]
     if not ts:
@@ -52,9 +52,9 @@ def scan(model):
     out = {}
     for name, p in model.named_parameters():
         if not finite(p):
-            out[name] = describe(p)
+            out[name] = summarize(p)
         if p.grad is not None and not finite(p.grad):
-            out[f"{name}.grad"] = describe(p.grad)
+            out[f"{name}.grad"] = summarize(p.grad)
     return out
 
 
@@ -86,14 +86,14 @@ class Finding:
 
 
 class NonFiniteError(FloatingPointError):
-    """Raised by `watch(model)` at the first NaN or inf; `.finding` says where."""
+    """Raised by `watch_nonfinite(model)` at the first NaN or inf; `.finding` says where."""
 
     def __init__(self, finding):
         super().__init__(str(finding))
         self.finding = finding
 
 
-class Watch:
+class NonFiniteWatch:
     """Hooks on a model that record (and, with stop=True, raise at) the first non-finite value.
 
     Forward: a pre-hook on each module checks the model's input and the module's own parameters, a forward
@@ -119,7 +119,7 @@ class Watch:
         if self.first is not None:
             return
         name = self._names[module] if isinstance(module, torch.nn.Module) else module
-        self.first = Finding(self.step, place, kind, describe(value), name)
+        self.first = Finding(self.step, place, kind, summarize(value), name)
         if self.stop:
             raise NonFiniteError(self.first)
 
@@ -212,16 +212,16 @@ class Watch:
         self._roles.clear()
 
 
-def watch(model, stop=True):
-    """`with watch(model) as w:` raises NonFiniteError at the first NaN/inf (stop=False: only records `w.first`)."""
-    return Watch(model, stop=stop)
+def watch_nonfinite(model, stop=True):
+    """`with watch_nonfinite(model) as w:` raises NonFiniteError at the first NaN/inf (stop=False: only records `w.first`)."""
+    return NonFiniteWatch(model, stop=stop)
 
 
 def locate(model, batch, loss_fn):
-    """One forward, loss and backward (no optimizer step) under watch(model): the first Finding, or None if all finite."""
+    """One forward, loss and backward (no optimizer step) under watch_nonfinite(model): the first Finding, or None if all finite."""
     inputs, targets = batch
     try:
-        with watch(model) as w:
+        with watch_nonfinite(model) as w:
             loss = w.check("the loss", loss_fn(model(inputs), targets))
             loss.backward()
     except NonFiniteError as err:

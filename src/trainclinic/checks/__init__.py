@@ -13,7 +13,8 @@ import warnings
 
 import torch
 
-__all__ = ["CheckFailed", "SimulationLimit", "check", "call", "expect", "close", "one_thread", "quiet", "standard_state"]
+__all__ = ["CheckFailed", "SimulationLimit", "check", "call", "expect", "close", "one_thread", "quiet", "standard_state",
+           "devices", "same_device", "flat", "python_float", "stale_grads", "seeded"]
 
 
 class CheckFailed(AssertionError):
@@ -95,11 +96,14 @@ HINTS = {  # the first key found in the exception's text gives the hint
 }
 
 
-def call(fn, *args, name=None, where="", **kwargs):
-    """Call learner code quietly; its exceptions become CheckFailed naming them (and a hint where one fits)."""
+def call(fn, *args, name=None, where="", hints=None, restore_grad=True, **kwargs):
+    """Call learner code quietly; its exceptions become CheckFailed naming them, with a hint where one fits
+    (`hints`, a lesson's own {message fragment: hint}, first; then the shared HINTS). Whatever the code does to the
+    global grad mode, the check gets its own back (restore_grad=False: a check that observes it restores it)."""
     name = name or getattr(fn, "__name__", "your function")
     if not callable(fn):
         raise CheckFailed(f"expected `{name}` to be a function, found {type(fn).__name__}")
+    grad = torch.is_grad_enabled()
     try:
         with quiet():
             return fn(*args, **kwargs)
@@ -112,9 +116,12 @@ def call(fn, *args, name=None, where="", **kwargs):
 
         if SimulatedCuda.active and simulation_limit(exc):
             raise SimulationLimit(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}{_where(exc)}") from None
-        hint = next((h for key, h in HINTS.items() if key in str(exc)), "")
+        hint = next((h for table in (hints or {}, HINTS) for key, h in table.items() if key in str(exc)), "")
         text = f"`{name}`{' ' + where if where else ''} raised {type(exc).__name__}: {exc}{_where(exc)}"
         raise CheckFailed(text + (f"\nHint: {hint}" if hint else "")) from None
+    finally:
+        if restore_grad:
+            torch.set_grad_enabled(grad)
 
 
 def expect(ok, what, expected, observed, hint=""):
@@ -129,6 +136,65 @@ def close(a, b, rtol=1e-4, atol=1e-5):
     a = torch.as_tensor(a).detach().to("cpu", torch.float64)
     b = torch.as_tensor(b).detach().to("cpu", torch.float64)
     return a.shape == b.shape and bool(torch.allclose(a, b, rtol=rtol, atol=atol))
+
+
+def devices():
+    """The devices a check runs on: the present one, plus the CPU when the present one is an accelerator."""
+    from ..device import pick_device
+
+    present = pick_device()
+    return [present] if present.type == "cpu" else [present, torch.device("cpu")]
+
+
+def same_device(t, device):
+    """True if tensor `t` is on `device` (`cuda` matches any index, `cuda:1` only itself)."""
+    device = torch.device(device)
+    return t.device.type == device.type and (device.index is None or t.device.index in (None, device.index))
+
+
+def flat(tensors, like=None):
+    """One float64 CPU vector of a list of tensors (a None becomes zeros shaped like `like`'s tensor at its place)."""
+    parts = []
+    for i, t in enumerate(tensors):
+        if t is None:
+            t = torch.zeros_like(like[i]) if like is not None else torch.zeros(0)
+        parts.append(t.detach().reshape(-1).to("cpu", torch.float64))
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+
+
+def python_float(value, what):
+    """`value` as a float when it is a Python float (or int); else CheckFailed saying what it is and why it matters."""
+    if torch.is_tensor(value):
+        shape = "a 0-d tensor" if value.dim() == 0 else f"a tensor of shape {tuple(value.shape)}"
+        if value.grad_fn is not None:
+            observed = f"{shape} that still holds its autograd graph (grad_fn={type(value.grad_fn).__name__})"
+            why = ("a tensor with a grad_fn keeps the whole graph of its step alive (every activation saved for "
+                   "backward), so a history or a log of them holds the memory of every step it records")
+        else:
+            observed = f"{shape} ({value.dtype}, on {value.device})"
+            why = ("a tensor kept in a history or a log keeps its storage alive (GPU memory, on a GPU), and every "
+                   "comparison or print of it is a PyTorch operation (a device sync, on a GPU)")
+        raise CheckFailed(f"{what}: expected a Python float, observed {observed}.\n"
+                          f"Hint: return `.item()` (or float(...)) of it: {why}.")
+    if isinstance(value, bool) or not isinstance(value, (float, int)):
+        kind = type(value).__name__ if type(value).__module__ == "builtins" else f"{type(value).__module__}.{type(value).__name__}"
+        raise CheckFailed(f"{what}: expected a Python float, observed {kind} ({value!r:.60}).")
+    return float(value)
+
+
+def stale_grads(model, value):
+    """Fill every parameter's .grad with `value`, as a previous step would leave it (a step must zero it first)."""
+    for p in model.parameters():
+        p.grad = torch.full_like(p, value)
+
+
+def seeded(seed, batch_size, inputs=8, hidden=32, classes=3, depth=2, dtype=torch.float32, device="cpu"):
+    """A seeded MLP and a batch of blobs for it (seed + 1), both in `dtype` on `device` (labels int64)."""
+    from .. import data, models
+
+    model = models.mlp(inputs=inputs, hidden=hidden, outputs=classes, depth=depth, seed=seed).to(device, dtype)
+    x, y = data.blobs(n=batch_size, features=inputs, classes=classes, seed=seed + 1).tensors
+    return model, (x.to(device, dtype), y.to(device))
 
 
 def check(grade_id):

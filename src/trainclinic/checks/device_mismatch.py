@@ -13,19 +13,9 @@ from torch.nn import functional as F
 
 from .. import data, models
 from ..device import SimulatedCuda, pick_device
-from . import CheckFailed, SimulationLimit, call, check, close, expect
+from . import CheckFailed, SimulationLimit, call, check, close, devices, expect, same_device, stale_grads
 
 __all__ = ["check_to_device", "check_class_weighted_loss", "check_train_step"]
-
-
-def _devices():
-    """The present device, plus the CPU when the present one is an accelerator."""
-    present = pick_device()
-    return [present] if present.type == "cpu" else [present, torch.device("cpu")]
-
-
-def _same_device(t, device):
-    return t.device.type == device.type and (device.index is None or t.device.index in (None, device.index))
 
 
 def _gpu_probe(run):
@@ -106,12 +96,12 @@ def _verify_moved(to_device, batch, device, real=True):
                    f"unchanged ({_short(value)} is not a tensor)", _short(got[label]))
     for label, value, moved in tensors:
         expect(torch.is_tensor(moved), label, "a tensor", type(moved).__name__)
-    stayed = [(label, moved) for label, _, moved in tensors if not _same_device(moved, device)]
+    stayed = [(label, moved) for label, _, moved in tensors if not same_device(moved, device)]
     if stayed:
         where = sorted({str(m.device) for _, m in stayed})
         names = ", ".join(f"{label} on {m.device}" for label, m in stayed)
         if len(stayed) < len(tensors):
-            moved_names = ", ".join(label for label, _, m in tensors if _same_device(m, device))
+            moved_names = ", ".join(label for label, _, m in tensors if same_device(m, device))
             scalars = [label for label, m in stayed if m.dim() == 0]
             what = (f" ({', '.join(scalars)} {'is a 0-d tensor' if len(scalars) == 1 else 'are 0-d tensors'})"
                     if scalars else "")
@@ -136,7 +126,7 @@ def _verify_moved(to_device, batch, device, real=True):
 def check_to_device(to_device, seed=0):
     """to_device(batch, device) moves every tensor of a tuple, list or dict batch and keeps the rest."""
     batches = _sample_batches(seed)
-    for device in _devices():
+    for device in devices():
         for batch in batches:
             _verify_moved(to_device, batch, device)
 
@@ -145,7 +135,7 @@ def check_to_device(to_device, seed=0):
             _verify_moved(to_device, batch, sim.device, real=False)
 
     where = _gpu_probe(probe)
-    return f"tuple, list and dict batches moved to {', '.join(map(str, _devices()))}{where}; types and non-tensors kept"
+    return f"tuple, list and dict batches moved to {', '.join(map(str, devices()))}{where}; types and non-tensors kept"
 
 
 # ---- 3b: class_weighted_loss -----------------------------------------------------------------------------------
@@ -202,7 +192,7 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
     """class_weighted_loss(logits, targets, class_counts) = cross-entropy with balanced weights, on logits' device."""
     counts, logits, targets, dtypes = _loss_case(seed, n, classes)
     dtypes = dtypes if torch.float64 in dtypes or torch.bfloat16 in dtypes else dtypes + [torch.float64]
-    for device in _devices():
+    for device in devices():
         for dtype in dtypes:
             lg = logits.to(device, dtype).requires_grad_()
             tg = targets.to(device)
@@ -227,7 +217,7 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
             expect(got.dim() == 0, "the loss", "a scalar (0-dim tensor)", f"shape {tuple(got.shape)}")
             expect(got.requires_grad, "the loss", "connected to logits (requires_grad)", "no gradient path",
                    "compute it from logits with PyTorch operations; do not detach or rebuild it.")
-            expect(_same_device(got, device), "the loss", f"on {device}, with the logits", f"on {got.device}")
+            expect(same_device(got, device), "the loss", f"on {device}, with the logits", f"on {got.device}")
             expect(got.dtype == dtype, f"the loss for {_name(dtype)} logits", f"dtype {_name(dtype)}, the logits' dtype",
                    _name(got.dtype), "build the weights with dtype=logits.dtype: a weight of another dtype changes "
                    "the loss's.")
@@ -244,12 +234,12 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
     def probe(sim):
         got = call(class_weighted_loss, sim.tensor(logits), sim.tensor(targets), list(counts),
                    name="class_weighted_loss", where="on a simulated cuda:0")
-        expect(torch.is_tensor(got) and _same_device(got, sim.device), "the loss on a simulated cuda:0",
+        expect(torch.is_tensor(got) and same_device(got, sim.device), "the loss on a simulated cuda:0",
                "on cuda:0, with the logits", f"on {got.device}" if torch.is_tensor(got) else type(got).__name__)
 
     where = _gpu_probe(probe)
     kinds = "/".join(map(_name, dtypes))
-    return f"equals the balanced-weight cross-entropy for {kinds} logits on {', '.join(map(str, _devices()))}{where}"
+    return f"equals the balanced-weight cross-entropy for {kinds} logits on {', '.join(map(str, devices()))}{where}"
 
 
 # ---- 3c: train_step ----------------------------------------------------------------------------------------------
@@ -261,7 +251,9 @@ def _step_case(seed, batch_size=None):
     dtype = torch.float32 if not seed or seed % 3 else torch.float64
     x, y = data.blobs(n=n, features=inputs, classes=classes, seed=seed + 1).tensors
     weighted = bool(seed % 4 == 3)
-    return dict(inputs=inputs, hidden=hidden, classes=classes, dtype=dtype, weighted=weighted), (x.to(dtype), y)
+    lr = 0.05 if not seed else pick([0.02, 0.05, 0.2])  # never 0.1, the usual default
+    return (dict(inputs=inputs, hidden=hidden, classes=classes, dtype=dtype, weighted=weighted, lr=lr,
+                 nesterov=bool(seed % 2)), (x.to(dtype), y))
 
 
 def _loss_fn(case):
@@ -276,31 +268,57 @@ def _model(case, seed, device):
     return model.to(device=device, dtype=case["dtype"])
 
 
-def _reference_step(model, batch, loss_fn, device, stale=None):
-    """(model after one SGD step, the loss): zeroed gradients, or `stale` ones kept, as a wrong step would."""
-    ref = copy.deepcopy(model)
-    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+def _optimizer(case, params):
+    """The optimizer train_step is given: SGD with momentum and weight decay, its learning rate swept by seed."""
+    return torch.optim.SGD(params, lr=case["lr"], momentum=0.9, weight_decay=0.01, nesterov=case["nesterov"])
+
+
+def _describe(case):
+    nesterov = ", Nesterov" if case["nesterov"] else ""
+    return (f"SGD(lr={case['lr']}, momentum=0.9{nesterov}, weight_decay=0.01) with the momentum buffer of an earlier "
+            "step")
+
+
+def _setup(case, seed, device):
+    """The model and the optimizer train_step is given, after one earlier step (the optimizer has state)."""
+    model = _model(case, seed, device)
+    opt = _optimizer(case, model.parameters())
+    for k, p in enumerate(model.parameters()):
+        p.grad = torch.full_like(p, 0.2 if k % 2 else -0.1)
+    opt.step()
+    for p in model.parameters():
+        p.grad = None
+    return model, opt
+
+
+def _reference_step(model, opt, batch, loss_fn, device, stale=None):
+    """(model after one step of a copy of `opt`, the loss): zeroed gradients, or `stale` ones kept, as a wrong step
+    would."""
+    ref, ref_opt = copy.deepcopy((model, opt))
     x, y = (t.to(device) for t in batch)
     for p in ref.parameters():
         p.grad = None if stale is None else torch.full_like(p, stale)
     loss = loss_fn(ref(x), y)
     loss.backward()
-    opt.step()
+    ref_opt.step()
     return ref, loss.item()
 
 
-def _stale_only_step(model, device):
-    """The model after an SGD step on the stale gradients alone (stepping before backward)."""
-    ref = copy.deepcopy(model)
-    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+def _stale_only_step(model, opt):
+    """The model after a step on the stale gradients alone (stepping before backward)."""
+    ref, ref_opt = copy.deepcopy((model, opt))
     for p in ref.parameters():
         p.grad = torch.full_like(p, 0.5)
-    opt.step()
+    ref_opt.step()
     return ref
 
 
 def _max_diff(a, b):
     return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
+
+
+def _times(k):
+    return "once" if k == 1 else f"{k} times"
 
 
 @check("train_step")
@@ -309,51 +327,84 @@ def check_train_step(train_step, seed=0, batch_size=None):
     case, batch = _step_case(seed, batch_size)
     loss_fn = _loss_fn(case)
     tol = 1e-5 if case["dtype"] == torch.float32 else 1e-9
-    for device in _devices():
-        model = _model(case, seed, device)
-        ref, ref_loss = _reference_step(model, batch, loss_fn, device)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        for p in model.parameters():  # stale gradients, as after a previous step
-            p.grad = torch.full_like(p, 0.5)
-        grad_mode = torch.is_grad_enabled()
+    for device in devices():
+        model, opt = _setup(case, seed, device)
+        ref, ref_loss = _reference_step(model, opt, batch, loss_fn, device)
+        stale_grads(model, 0.5)
+        steps, reached = [], []  # optimizer.step() calls; gradients computed for a parameter by backward
+        handles = [opt.register_step_post_hook(lambda *args: steps.append(1))]
+        handles += [p.register_hook(lambda grad: reached.append(1)) for p in model.parameters() if p.requires_grad]
         try:
             got = call(train_step, model, [t.clone() for t in batch], loss_fn, opt, device, name="train_step")
         finally:
-            torch.set_grad_enabled(grad_mode)
+            for handle in handles:
+                handle.remove()
         expect(isinstance(got, float) and not isinstance(got, bool), "train_step's return value",
                "the loss as a Python float (loss.item())", type(got).__name__,
                "a tensor keeps its whole graph alive; return loss.item().")
         diff = _max_diff(model, ref)
         if diff > tol:
-            model_before = _model(case, seed, device)
-            stale, _ = _reference_step(model_before, batch, loss_fn, device, stale=0.5)
+            model_before, opt_before = _setup(case, seed, device)
+            stale, _ = _reference_step(model_before, opt_before, batch, loss_fn, device, stale=0.5)
             unchanged = _max_diff(model, model_before)
+            called = f"optimizer.step() was called {_times(len(steps))}" if steps else "optimizer.step() was not called"
             if _max_diff(model, stale) <= tol:
                 observed = "the step of this batch's gradients PLUS the stale ones already in .grad"
                 hint = "call optimizer.zero_grad() before loss.backward(): gradients add up in .grad."
+            elif unchanged <= tol and not reached:
+                observed = (f"parameters that did not change: no gradient reached them, backward() computed none "
+                            f"({called})")
+                hint = ""
             elif unchanged <= tol:
-                observed = "parameters that did not change"
+                observed = f"parameters that did not change ({called})"
                 hint = "call loss.backward() to fill .grad, then optimizer.step() (after zero_grad, not between)."
-            elif _max_diff(model, _stale_only_step(model_before, device)) <= tol:
+            elif _max_diff(model, _stale_only_step(model_before, opt_before)) <= tol:
                 observed = "a step on the stale gradients only (the step came before this batch's backward)"
                 hint = "the order is zero_grad, loss, backward, step."
+            elif not steps:
+                observed = (f"parameters that differ by up to {diff:.3g} from it, changed without the given "
+                            f"optimizer: its step() was not called")
+                hint = ("update the parameters with optimizer.step(), the optimizer train_step is given: its rule "
+                        "and state (learning rate, momentum, weight decay) are the caller's choice.")
+            elif len(steps) > 1:
+                observed = f"parameters that differ by up to {diff:.3g} from it ({called})"
+                hint = "one step per batch: call optimizer.step() once."
             else:
-                observed, hint = f"parameters that differ by up to {diff:.3g} from one SGD step on this batch", ""
-            expect(False, f"the parameters after train_step on {device}", "exactly one SGD step on this batch's "
-                   "gradients (the .grad it was given holds stale ones)", observed, hint)
+                observed, hint = f"parameters that differ by up to {diff:.3g} from it", ""
+            if not hint and not reached:
+                observed += (".\nExpected: loss.backward() on a loss computed from model(inputs) with operations "
+                             "autograd records (no .detach(), no torch.no_grad()), then optimizer.step()")
+            expect(False, f"the parameters after train_step on {device}", f"exactly one step of the optimizer it is "
+                   f"given, {_describe(case)}, on this batch's gradients (the .grad it was given holds stale ones)",
+                   observed, hint)
         expect(close(got, ref_loss, rtol=tol * 10, atol=tol), f"the returned loss on {device}",
                f"{ref_loss:.6g}, the loss of the batch before the step", f"{got:.6g}")
 
     model = _model(case, seed, torch.device("cpu"))  # real tensors: the simulation makes its fake twins
+    reached = []  # what the simulation could not follow, if anything
 
     def probe(sim):
         fake = sim.model(model)
-        opt = torch.optim.SGD(fake.parameters(), lr=0.1, momentum=0.9)
-        call(train_step, fake, [t.clone() for t in batch], loss_fn, opt, sim.device, name="train_step",
-             where="with the model on a simulated cuda:0 and the batch on the CPU")
-        expect(sim.backward_calls == 1, "backward() calls on a simulated cuda:0", "1", sim.backward_calls)
+        opt = _optimizer(case, fake.parameters())
+        losses = []
 
-    where = _gpu_probe(probe)
+        def watched_loss_fn(*args, **kwargs):
+            out = loss_fn(*args, **kwargs)
+            losses.append(out)
+            return out
+
+        call(train_step, fake, [t.clone() for t in batch], watched_loss_fn, opt, sim.device, name="train_step",
+             where="with the model on a simulated cuda:0 and the batch on the CPU")
+        if sim.backward_calls == 0 and losses:
+            # the simulation has no data: .item() gives nan there, so code that branches on the loss's value
+            # (e.g. skipping a non-finite loss) takes another path than on real data
+            reached.append(" (up to the loss: train_step did not call backward() there, where the loss's value is a "
+                           "placeholder nan)")
+            return
+        expect(sim.backward_calls == 1, "backward() calls on a simulated cuda:0", "1",
+               f"{sim.backward_calls}" + ("" if losses else " (train_step returned before computing loss_fn)"))
+
+    where = _gpu_probe(probe) + "".join(reached)
     dt = _name(case["dtype"])
-    return (f"one correct SGD step ({dt}, batch of {len(batch[1])}), loss returned as a float, batch moved, "
-            f"on {', '.join(map(str, _devices()))}{where}")
+    return (f"one correct step of the given optimizer ({dt}, batch of {len(batch[1])}), loss returned as a float, "
+            f"batch moved, on {', '.join(map(str, devices()))}{where}")

@@ -11,21 +11,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import data, models, monitor
-from . import CheckFailed, check, close, expect
-from . import call as _call
+from .. import data, monitor
+from . import call, check, close, expect, flat, python_float, seeded, stale_grads
 
 __all__ = ["check_grad_norms", "check_clipped_step", "check_build_deep_net"]
 
 
-
-def call(fn, *args, **kwargs):
-    """checks.call, and whatever the learner's code does to the global grad mode, the check gets its own back."""
-    before = torch.is_grad_enabled()
-    try:
-        return _call(fn, *args, **kwargs)
-    finally:
-        torch.set_grad_enabled(before)
 
 
 class _Scaled(nn.Module):
@@ -119,6 +110,9 @@ def _random_model(seed):
     scale = 10.0 ** (pick(9) - 4)  # norms from 1e-4 to 1e4
     x = torch.randn(4 + pick(5), inputs, generator=g).to(dtype)
     model(x).float().pow(2).mean().mul(scale).backward()
+    with_grad = [m for m in model.modules() if isinstance(m, nn.Linear) and m.weight.grad is not None]
+    if pick(3) == 0 and with_grad:
+        with_grad[pick(len(with_grad))].requires_grad_(False)  # frozen AFTER a backward: it still holds its .grad
     return model
 
 
@@ -133,26 +127,6 @@ def reference_norms(model):
     return monitor.grad_norm(model), layers
 
 
-def python_float(value, what):
-    """`value` as a float when it is a Python float (or int); else CheckFailed saying what it is and why it matters."""
-    if torch.is_tensor(value):
-        shape = "a 0-d tensor" if value.dim() == 0 else f"a tensor of shape {tuple(value.shape)}"
-        if value.grad_fn is not None:
-            observed = f"{shape} that still holds its autograd graph (grad_fn={type(value.grad_fn).__name__})"
-            why = ("a tensor with a grad_fn keeps the whole graph of its step alive (every activation saved for "
-                   "backward), so a history or a log of them holds the memory of every step it records")
-        else:
-            observed = f"{shape} ({value.dtype}, on {value.device})"
-            why = ("a tensor kept in a history or a log keeps its storage alive (GPU memory, on a GPU), and every "
-                   "comparison or print of it is a PyTorch operation (a device sync, on a GPU)")
-        raise CheckFailed(f"{what}: expected a Python float, observed {observed}.\n"
-                          f"Hint: return `.item()` (or float(...)) of it: {why}.")
-    if isinstance(value, bool) or not isinstance(value, (float, int)):
-        kind = type(value).__name__ if type(value).__module__ == "builtins" else f"{type(value).__module__}.{type(value).__name__}"
-        raise CheckFailed(f"{what}: expected a Python float, observed {kind} ({value!r:.60}).")
-    return float(value)
-
-
 def _kind(value):
     """What a returned value is, in a few words (type, and length for a sequence)."""
     if isinstance(value, (tuple, list)):
@@ -160,25 +134,33 @@ def _kind(value):
     return type(value).__name__
 
 
-def _check_grad_norms(grad_norms, seed=0, models_to_try=24):
+@check("grad_norms")
+def check_grad_norms(grad_norms, seed=0, models_to_try=24):
     """grad_norms(model) -> (total, {layer: norm}) agrees with PyTorch's total norm on many random models."""
     dtypes = set()
-    for i in range(models_to_try):
+    for i in range(models_to_try + 1):
         model = _random_model(1000 * seed + i)
         dtype = next(model.parameters()).dtype
         dtypes.add(str(dtype).replace("torch.", ""))
         rtol = 3e-2 if dtype == torch.bfloat16 else 1e-4  # bfloat16 keeps 8 bits: norms agree to ~1%
         case = f"model {i}, {str(dtype).replace('torch.', '')}"
-        before = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        if i == models_to_try:  # an exploded step: one gradient entry is inf, so the norms are inf
+            with torch.no_grad():
+                next(p for p in model.parameters() if p.grad is not None).grad.view(-1)[0] = float("inf")
+            case += ", one gradient entry inf"
+        named = [(n, p) for n, p in model.named_parameters() if p.grad is not None]
+        before = [p.grad.clone() for _, p in named]
         want_total, want_layers = reference_norms(model)
         got = call(grad_norms, model, name="grad_norms")
         expect(isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict), "grad_norms(model)",
                "a pair, the tuple (total, {layer name: norm})", _kind(got),
                "return total, layers (a tuple), not a list." if isinstance(got, list) and len(got) == 2 else "")
-        after = [p.grad for p in model.parameters() if p.grad is not None]
-        expect(len(before) == len(after) and all(torch.equal(a, b) for a, b in zip(before, after)),
-               "the gradients after grad_norms", "unchanged (measure, do not clip or zero them)", "modified")
+        _expect_grads_untouched(named, before, want_total, case)
         total, layers = got
+        frozen = {n for n, m in model.named_modules() if any(not p.requires_grad for p in _own(m))}
+        frozen_hint = (f"{sorted(frozen)} hold parameters with requires_grad=False that still have a .grad (frozen "
+                       "after a backward pass): skip only the parameters whose .grad is None; clip_grad_norm_ counts "
+                       "every .grad it finds.")
         names_hint = ("iterate model.named_modules(), take each module's own parameters (parameters(recurse=False)) "
                       "and skip those whose .grad is None (frozen or unused); a layer whose gradients are all zero "
                       "still has gradients: its norm is 0.0.")
@@ -196,13 +178,18 @@ def _check_grad_norms(grad_norms, seed=0, models_to_try=24):
         if "" in want_layers and "" not in layers and root in layers:
             names_hint = (f"the model itself ({root}) has a parameter of its own: named_modules() names the root module "
                           "'' (the empty string), not by its class.")
+        missing = set(want_layers) - set(layers)
+        if missing and missing <= frozen and set(layers) <= set(want_layers):
+            names_hint = frozen_hint
         expect(set(layers) == set(want_layers), f"the layer names ({case})",
                f"one entry per module with gradients of its own: {sorted(want_layers)}", f"{sorted(layers)}",
                names_hint)
         for name, want in want_layers.items():
             value = python_float(layers[name], f"the norm of layer {name!r}")
+            trainable = monitor.grad_norm([p for p in _own(dict(model.named_modules())[name]) if p.requires_grad])
             expect(close(value, want, rtol=rtol, atol=1e-12), f"the gradient norm of layer {name!r} ({case})",
                    f"{want:.6g}", f"{value:.6g}",
+                   frozen_hint if name in frozen and close(value, trainable, rtol=rtol, atol=1e-12) else
                    "the L2 norm of the layer's GRADIENTS (p.grad, not p), weight and bias together: "
                    "sqrt of the sum of the squares of all their entries.")
         total = python_float(total, "the total norm")
@@ -210,14 +197,39 @@ def _check_grad_norms(grad_norms, seed=0, models_to_try=24):
         from_layers = sum(v * v for v in want_layers.values()) ** 0.5
         total_hint = ("norms add like the sides of a right triangle: total = sqrt(sum of squared layer norms), "
                       "not the sum of the layer norms.")
-        if shared and close(total, from_layers, rtol=rtol, atol=1e-12):
+        if frozen and close(total, monitor.grad_norm([p for p in model.parameters() if p.grad is not None
+                                                       and p.requires_grad]), rtol=rtol, atol=1e-12):
+            total_hint = frozen_hint
+        elif shared and close(total, from_layers, rtol=rtol, atol=1e-12):
             total_hint = ("this model has a weight shared by two layers (tied weights): it is in both layers' entries "
                           "but counts once in the total; compute the total from model.parameters() (each parameter "
                           "once), not from the layer norms.")
         expect(close(total, want_total, rtol=rtol, atol=1e-12), f"the total gradient norm ({case})",
                f"{want_total:.6g} (PyTorch's total norm, as clip_grad_norm_ measures it)", f"{total:.6g}", total_hint)
-    return (f"total and per-layer norms equal PyTorch's total norm on {models_to_try} random models "
-            f"({', '.join(sorted(dtypes))}), Python floats")
+    return (f"total and per-layer norms equal PyTorch's total norm on {models_to_try + 1} random models "
+            f"({', '.join(sorted(dtypes))}; frozen, shared and inf gradients), Python floats, gradients untouched")
+
+
+def _expect_grads_untouched(named, before, total, case):
+    """Every .grad exactly as it was before grad_norms (a measure reads, it does not write)."""
+    changed = [(n, b, p.grad) for (n, p), b in zip(named, before)
+               if p.grad is None or not torch.equal(p.grad, b)]
+    if not changed:
+        return
+    name, b, a = changed[0]
+    if a is None:
+        how = f"{name!r}.grad is now None"
+    else:
+        nan = int(a.isnan().sum()) - int(b.isnan().sum())
+        how = (f"{name!r}: norm {float(b.double().norm()):.4g} -> {float(a.double().norm()):.4g}"
+               + (f", {nan} of its {a.numel()} entries now nan" if nan > 0 else ""))
+    all_nan = all(a is not None and bool(a.isnan().all()) for _, _, a in changed) and len(changed) == len(named)
+    hint = ("every gradient became nan, and this model's total norm is inf: scaling by max_norm / total (what "
+            "clip_grad_norm_ does, even with max_norm=inf) multiplies them by inf / inf = nan. Measure with a "
+            "function that only reads the gradients (torch.linalg.vector_norm, torch.nn.utils.get_total_norm)."
+            if all_nan and math.isinf(total) else "")
+    expect(False, f"the gradients after grad_norms ({case})", "unchanged (measure, do not clip or zero them)",
+           f"modified: {len(changed)} of {len(named)} parameters' .grad changed (e.g. {how})", hint)
 
 
 LOSSES = {"CrossEntropyLoss()": lambda: nn.CrossEntropyLoss(),
@@ -241,17 +253,12 @@ def clip_case(seed, depth=None):
 
 def _exploding_setup(seed, depth=6, gain=3.0, batch_size=32, width=24, dtype=torch.float32):
     """A ReLU MLP with a large init (big gradients) and a batch of blobs."""
-    model = models.mlp(inputs=8, hidden=width, outputs=3, depth=depth, seed=seed)
+    model, batch = seeded(seed, batch_size, hidden=width, depth=depth, dtype=dtype)
     with torch.no_grad():
         for layer in model.modules():
             if isinstance(layer, nn.Linear):
                 layer.weight.mul_(gain)
-    x, y = data.blobs(n=batch_size, features=8, classes=3, seed=seed + 1).tensors
-    return model.to(dtype), (x.to(dtype), y)
-
-
-def _flat(grads):
-    return torch.cat([g.reshape(-1).double() for g in grads])
+    return model, batch
 
 
 class _Counted:
@@ -278,23 +285,34 @@ def _run_clipped(clipped_step, model, batch, loss_fn, max_norm):
     opt = _two_groups(model)
     if isinstance(loss_fn, _Counted):
         loss_fn.calls = 0
-    for p in model.parameters():
-        p.grad = torch.full_like(p, 0.25)  # left over from a previous step
+    stale_grads(model, 0.25)  # left over from a previous step
     seen = []
 
     def hook(optimizer, args, kwargs):
+        # after the step: the gradients the update used. Not a pre-hook: optimizer.step(closure) runs the closure
+        # (zero_grad, backward, clipping) inside step(), after the pre-hooks and before the update.
         seen.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()])
 
-    handle = opt.register_step_pre_hook(hook)
+    handle = opt.register_step_post_hook(hook)
+    grad_mode = torch.is_grad_enabled()
     try:
-        got = call(clipped_step, model, batch, loss_fn, opt, max_norm, name="clipped_step")
+        got = call(clipped_step, model, batch, loss_fn, opt, max_norm, name="clipped_step", restore_grad=False)
+        grad_after = torch.is_grad_enabled()
     finally:
         handle.remove()
+        torch.set_grad_enabled(grad_mode)
+    expect(grad_after == grad_mode, "autograd when clipped_step returns (torch.is_grad_enabled())",
+           f"{'on' if grad_mode else 'off'}, as it was before the call (the next training step's backward() needs it)",
+           f"{'on' if grad_after else 'off'}: the next step's loss would have no grad_fn, and its backward() would raise",
+           "clipped_step switched autograd off and left it off (e.g. torch.set_grad_enabled(False) as a statement: it "
+           "holds for everything after it, the caller's next steps included); wrap only the lines that need it in `with torch.no_grad():`, which switches it back "
+           "on leaving the block." if not grad_after else "")
     after = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
     return got, seen, after
 
 
-def _check_clipped_step(clipped_step, seed=0, depth=None):
+@check("clipped_step")
+def check_clipped_step(clipped_step, seed=0, depth=None):
     """clipped_step(...) -> (loss, norm before clipping); at optimizer.step the gradients are clipped, same direction."""
     c = clip_case(seed, depth)
     model, batch = _exploding_setup(seed, c["depth"], batch_size=c["batch_size"], width=c["width"], dtype=c["dtype"])
@@ -305,7 +323,7 @@ def _check_clipped_step(clipped_step, seed=0, depth=None):
     ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
     ref_norm = monitor.grad_norm(ref)
     expect(math.isfinite(ref_norm) and ref_norm > 1.0, "(check setup) the reference gradient norm", "finite and > 1", ref_norm)
-    flat_ref = _flat(ref_grads)
+    flat_ref = flat(ref_grads)
     setup = (f"depth {c['depth']}, width {c['width']}, batch of {c['batch_size']}, "
              f"{str(c['dtype']).replace('torch.', '')}, loss_fn=nn.{c['loss']}")
     for factor in (0.1, 4.0):
@@ -315,14 +333,14 @@ def _check_clipped_step(clipped_step, seed=0, depth=None):
         case = f"with max_norm={max_norm:.4g} (the gradient norm is {ref_norm:.4g}; {setup})"
         _expect_loss_fn_used(loss_fn, case)
         expect(len(seen) == 1, f"optimizer.step() calls {case}", "exactly 1", len(seen))
-        flat = _flat(seen[0])
-        norm = float(flat.norm())
-        cos = float(flat @ flat_ref / (flat.norm() * flat_ref.norm() + 1e-30))
+        vec = flat(seen[0])
+        norm = float(vec.norm())
+        cos = float(vec @ flat_ref / (vec.norm() * flat_ref.norm() + 1e-30))
         expect(cos > 1 - 1e-6, f"the gradient's direction at optimizer.step() {case}",
                "the same as before clipping (cosine similarity 1)", f"cosine similarity {cos:.6f}",
                _direction_hint(seen[0], ref_grads, trial, loss_fn))
         if norm > max_norm * (1 + 1e-4):
-            after_norm = float(_flat(after).norm())
+            after_norm = float(flat(after).norm())
             returned = got[1] if isinstance(got, (tuple, list)) and len(got) == 2 else None
             returned = float(returned) if isinstance(returned, (float, int)) or torch.is_tensor(returned) and returned.numel() == 1 else None
             if close(after_norm, max_norm, rtol=1e-3):
@@ -363,7 +381,7 @@ def _direction_hint(seen, ref_grads, model, loss_fn):
     if loss_fn.calls == 0:
         return "the loss_fn passed in was never called: compute the loss with the loss_fn you are given."
     stale = [g + 0.25 for g in ref_grads]  # what backward() gives on top of the 0.25 left in p.grad
-    a, b = _flat(seen), _flat(stale)
+    a, b = flat(seen), flat(stale)
     if float(a @ b / (a.norm() * b.norm() + 1e-30)) > 1 - 1e-6:
         return ("the gradients at optimizer.step() are those of this batch plus the 0.25 left in p.grad from a "
                 "previous step: call optimizer.zero_grad() before loss.backward().")
@@ -405,7 +423,7 @@ def _zero_gradients(clipped_step, model, batch, loss_fn, setup):
     got, seen, after = _run_clipped(clipped_step, trial, batch, zero_loss, 1.0)
     _expect_loss_fn_used(zero_loss, case)
     expect(len(seen) == 1, f"optimizer.step() calls {case}", "exactly 1", len(seen))
-    norm = float(_flat(seen[0]).norm())
+    norm = float(flat(seen[0]).norm())
     expect(norm == 0.0, f"the total gradient norm at optimizer.step() {case}", "0.0 (zero gradients left alone)",
            f"{norm:.4g}")
     expect(isinstance(got, tuple) and len(got) == 2, "clipped_step's return value", "a pair, the tuple (loss, grad_norm)",
@@ -455,7 +473,8 @@ def _vanish_hint(model, linears):
             "(BatchNorm/LayerNorm).")
 
 
-def _check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=80, lr=0.05):
+@check("build_deep_net")
+def check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=80, lr=0.05):
     """build_deep_net(inputs, hidden, outputs, depth): gradients reach the first layer, and plain SGD trains it."""
     c = deep_case(seed, depth, hidden)
     inputs, hidden, outputs, depth = c["inputs"], c["hidden"], c["outputs"], c["depth"]
@@ -504,19 +523,4 @@ def _check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps
             f"{losses[0]:.3g} -> {losses[-1]:.3g} ({args})")
 
 
-@check("grad_norms")
-def check_grad_norms(grad_norms, seed=0, models_to_try=24):
-    """grad_norms(model) -> (total, {layer: norm}) agrees with PyTorch's total norm on many random models."""
-    return _check_grad_norms(grad_norms, seed, models_to_try)
 
-
-@check("clipped_step")
-def check_clipped_step(clipped_step, seed=0, depth=None):
-    """clipped_step(...) -> (loss, norm before clipping); at optimizer.step the gradients are clipped, same direction."""
-    return _check_clipped_step(clipped_step, seed, depth)
-
-
-@check("build_deep_net")
-def check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=80, lr=0.05):
-    """build_deep_net(inputs, hidden, outputs, depth): gradients reach the first layer, and plain SGD trains it."""
-    return _check_build_deep_net(build_deep_net, seed, depth, hidden, steps, lr)

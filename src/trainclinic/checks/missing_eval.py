@@ -2,7 +2,7 @@
 
 The model has Dropout and BatchNorm with warmed-up running statistics, so evaluating in training mode
 shows: logits that change from call to call, running statistics that move, and a different accuracy.
-`evaluation.watch` records the mode and autograd state of every forward pass. `seed` drives a sweep of
+`evaluation.watch_validation` records the mode and autograd state of every forward pass. `seed` drives a sweep of
 data sizes and batch sizes (short last batches, a last batch of one for evaluate), widths, dropout rates
 and dtypes. Where no GPU is present, the functions also run on a model on a simulated cuda:0 with a loader
 of CPU batches, so a batch that is never moved to the model's device is caught on every machine.
@@ -17,9 +17,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from .. import data
 from ..device import SimulatedCuda, pick_device
-from ..evaluation import bn_mlp, watch
-from . import CheckFailed, SimulationLimit, call, check, expect
-from .exploding_vanishing import python_float
+from ..evaluation import bn_mlp, watch_validation
+from . import CheckFailed, SimulationLimit, call, check, expect, python_float
 
 __all__ = ["check_evaluate_eval", "check_evaluate_no_grad", "check_evaluate_restores", "check_train_epoch"]
 
@@ -135,11 +134,11 @@ def _reference(model, loader, device):
 
 
 def _evaluate(evaluate, model, loader, keep_outputs=False, where=""):
-    """Run the learner's evaluate under `watch`; a batch-of-one BatchNorm error gets its hint."""
+    """Run the learner's evaluate under `watch_validation`; a batch-of-one BatchNorm error gets its hint."""
     before = {str(t.device) for t in model.parameters()}
     try:
-        with watch(model, keep_outputs=keep_outputs) as w, _grad_mode_kept():
-            got = call(evaluate, model, loader, name="evaluate", where=where)
+        with watch_validation(model, keep_outputs=keep_outputs) as w, _grad_mode_kept():
+            got = call(evaluate, model, loader, name="evaluate", where=where, restore_grad=False)
             w.grad_after = torch.is_grad_enabled()
     except CheckFailed as exc:
         if BATCH_OF_ONE in str(exc):
@@ -171,12 +170,21 @@ def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
     second, w2 = _evaluate(evaluate, model, loader, keep_outputs=True)
     expect(w1.outputs and w2.outputs, "forward passes of the model inside evaluate", "at least one", "none",
            "call model(inputs) on every batch of the loader.")
+    _expect_every_sample(w1, loader, c)
     a, b = torch.cat(w1.outputs), torch.cat(w2.outputs)
     diff = (a - b).abs().max().item() if a.shape == b.shape else float("inf")
+    active = [i for i, c_ in enumerate(w1.calls) if c_["dropout_active"]]
+    if active and active[0] > 0:  # eval mode at first, training mode later: switched back inside the loop
+        dropout_hint = (f"forward pass 1 ran in eval mode and {len(active)} later ones (from pass {active[0] + 1}) in "
+                        "training mode: the model went back to training mode inside the loop; put it back once, "
+                        "after the loop.")
+    elif active:
+        dropout_hint = "call model.eval() before the loop: in training mode Dropout zeroes a random half of the units on every call."
+    else:
+        dropout_hint = ""
     expect(diff < 1e-5, "the logits of two evaluations of the same data", "identical",
            f"a max difference of {diff:.3g} ({w1.train_calls} of {len(w1.calls)} forward passes with Dropout active)",
-           "call model.eval() before the loop: in training mode Dropout zeroes a random half of the units on every call."
-           if w1.train_calls else "")
+           dropout_hint)
     moved = max(((model.get_buffer(k).double().cpu() - v.double().cpu()).abs().max().item() for k, v in buffers.items()),
                 default=0.0)
     expect(moved == 0, "the BatchNorm running statistics after evaluate", "untouched",
@@ -206,6 +214,22 @@ def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
     where = _device_probe("evaluate", probe, c)
     return (f"identical logits on two calls, BatchNorm buffers untouched, accuracy {ref_acc:.3f} as in eval mode, "
             f"a Python float ({_describe(c)}, on {device}){where}")
+
+
+def _expect_every_sample(w, loader, c):
+    """Every sample the loader yields goes through the model once: the accuracy is over all of them."""
+    sizes = [len(y) for _, y in loader]
+    seen = [c_["batch"] for c_ in w.calls]
+    rows = sum(int(o.shape[0]) for o in w.outputs if o.dim())
+    if rows == sum(sizes):
+        return
+    hint = ""
+    if seen == sizes[:-1] and sizes[-1] < sizes[0]:
+        hint = (f"the short last batch ({sizes[-1]} samples) never went through the model: evaluate every batch the "
+                "loader yields (in eval mode, BatchNorm copes with any batch size, even one).")
+    expect(False, f"the samples run through the model inside evaluate ({_describe(c)})",
+           f"all {sum(sizes)}, once each ({len(sizes)} batches of {', '.join(map(str, sizes))})",
+           f"{rows} (forward passes on batches of {', '.join(map(str, seen))})", hint)
 
 
 def _dropped_last(evaluate, model, loader, device, c):
@@ -261,16 +285,21 @@ def check_evaluate_restores(evaluate, seed=0, n=None, batch_size=None):
         _, w = _evaluate(evaluate, model, loader, where=f"on a model in {start} mode")
         hint = ("remember `was_training = model.training` before model.eval() and call `model.train(was_training)` at "
                 "the end (a try/finally makes it survive errors).")
+        observed = w.mode_after
         if w.mode_after == "mixed":
-            hint = ("some submodules were left in the other mode: `model.training = ...` sets only the top module's "
-                    "flag; model.train(mode) / model.eval() switch every submodule. " + hint)
+            on = sorted({type(m).__name__ for m in model.modules() if m is not model and m.training})
+            off = sorted({type(m).__name__ for m in model.modules() if m is not model and not m.training})
+            observed = (f"mixed: the model's own flag model.training={model.training}, submodules in training mode: "
+                        f"{', '.join(on) or 'none'}; in eval mode: {', '.join(off) or 'none'}")
+            hint = ("model.train(mode) / model.eval() switch the model and every submodule together; setting "
+                    "model.training alone, or switching some layers one by one, leaves them mixed. " + hint)
         elif start == "train":
             hint = "after the loop, put the model back: model.train() when it was training. " + hint
         else:
             hint = "a model that was already in eval mode must stay in eval mode: do not call model.train() " \
                    "unconditionally. " + hint
         expect(w.mode_after == start, f"the model's mode after evaluate, on a model in {start} mode", start,
-               w.mode_after, hint)
+               observed, hint)
     return "a training model is back in training mode, an eval model stays in eval mode"
 
 
@@ -338,6 +367,35 @@ def _reference_epoch(model, loader, lr, states, device):
     return ref, losses
 
 
+def _eval_passes_hint(w):
+    """Why some forward passes of train_epoch ran in eval mode, from their order (else the general advice)."""
+    train = [c_["dropout_active"] or c_["bn_batch_stats"] for c_ in w.calls]
+    if train and train[0] and not all(train):
+        later = train.index(False)
+        return (f"forward pass 1 ran in training mode and pass {later + 1} (and {train.count(False) - 1} more) in eval "
+                "mode: the model was switched to eval mode during the epoch and not back; every step must train in "
+                "training mode (call model.train() again after anything that switches it).")
+    return ("call model.train() at the start of every epoch (with the parentheses: it switches every submodule; "
+            "`model.training = True` only flags the top module): evaluate() puts the model in eval mode.")
+
+
+def _mixed_start(train_epoch, seed, c, lr):
+    """A model whose own flag says training while its layers are in eval mode (model.training set alone)."""
+    model, loader, _ = _setup(seed, c)
+    model.eval()
+    model.training = True
+    layers = sorted({type(m).__name__ for m in model.modules() if m is not model})
+    with watch_validation(model) as w, _grad_mode_kept():
+        call(train_epoch, model, loader, torch.optim.SGD(model.parameters(), lr=lr), name="train_epoch",
+             where="on a model whose layers are in eval mode but model.training is True")
+    evals = len(w.calls) - w.train_calls
+    expect(w.calls and evals == 0, "forward passes of train_epoch on a model whose layers are in eval mode "
+           f"({', '.join(layers)}) while its own flag model.training is True",
+           "all in training mode (Dropout active, BatchNorm updating)", f"{evals} of {len(w.calls)} in eval mode",
+           "model.training is the top module's flag only: it says nothing of the layers inside; call model.train() "
+           "at the start of every epoch, whatever model.training says." if w.calls and evals == len(w.calls) else "")
+
+
 @check("train_epoch")
 def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
     """train_epoch(model, loader, optimizer) trains in training mode even when evaluate left the model in eval mode."""
@@ -352,7 +410,7 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
             torch.cuda.manual_seed(seed + 100)
         states, handles = _record_dropout_rng(model, device)
         try:
-            with watch(model) as w, _grad_mode_kept():
+            with watch_validation(model) as w, _grad_mode_kept():
                 got = call(train_epoch, model, loader, opt, name="train_epoch", where="on a model left in eval mode")
         finally:
             for h in handles:
@@ -362,8 +420,7 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
     evals = len(w.calls) - w.train_calls
     expect(evals == 0, "forward passes of train_epoch on a model that evaluate() left in eval mode",
            "all in training mode (Dropout active, BatchNorm updating)", f"{evals} of {len(w.calls)} in eval mode",
-           "call model.train() at the start of every epoch (with the parentheses: it switches every submodule; "
-           "`model.training = True` only flags the top module): evaluate() puts the model in eval mode.")
+           _eval_passes_hint(w))
     expect(w.bn_batches == batches, "BatchNorm's num_batches_tracked during the epoch", f"+{batches} (one per batch)",
            f"+{w.bn_batches}")
     ref, losses = _reference_epoch(start, loader, lr, states, device)
@@ -384,11 +441,13 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
     expect(abs(loss - ref_loss) < 1e-4, f"the mean loss of the epoch ({_describe(c)})",
            f"{ref_loss:.5f} (the mean of the {batches} batch losses: their sum / {batches})", f"{loss:.5f}", hint)
 
+    _mixed_start(train_epoch, seed, c, lr)
+
     def probe(fake, cpu_loader):
         fake.eval()
         call(train_epoch, fake, cpu_loader, torch.optim.SGD(fake.parameters(), lr=lr), name="train_epoch",
              where="on a model on a simulated cuda:0")
 
     where = _device_probe("train_epoch", probe, c)
-    return (f"{batches} steps in training mode from a model left in eval mode, mean loss {ref_loss:.4f} as expected, "
+    return (f"{batches} steps in training mode from a model left in eval mode (and from one whose layers alone were), mean loss {ref_loss:.4f} as expected, "
             f"a Python float ({_describe(c)}, on {device}){where}")

@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from .. import data, models
-from ..nonfinite import describe, finite
-from . import CheckFailed, _where, call, check, close, expect, standard_state
+from ..nonfinite import finite, summarize
+from . import CheckFailed, _where, call, check, close, expect, flat, standard_state
 
 __all__ = ["check_safe_step", "check_train", "check_stable_lr", "reference_safe_step", "reference_train",
            "step_named", "nan_gradient_loss", "inf_gradient_loss"]
@@ -36,18 +36,8 @@ def _state(model):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def _flat(tensors, like=None):
-    """One float64 vector of a list of tensors (None -> zeros shaped like `like`)."""
-    parts = []
-    for i, t in enumerate(tensors):
-        if t is None:
-            t = torch.zeros_like(like[i]) if like is not None else torch.zeros(0)
-        parts.append(t.detach().reshape(-1).to(torch.float64))
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
-
-
 def _bad_weights(model):
-    bad = {name: describe(p) for name, p in model.named_parameters() if not finite(p)}
+    bad = {name: summarize(p) for name, p in model.named_parameters() if not finite(p)}
     return "; ".join(f"{k}: {v}" for k, v in list(bad.items())[:2]) + (" ..." if len(bad) > 2 else "") if bad else ""
 
 
@@ -149,7 +139,7 @@ class _Watch:
 
 def _grad_change(raw, used, params):
     """How the gradients optimizer.step() used differ from the ones backward() gave ('' when they agree)."""
-    r, u = _flat(raw, params), _flat(used, params)
+    r, u = flat(raw, params), flat(used, params)
     if r.numel() != u.numel():
         return ""
     if bool(torch.isfinite(r).all()) and bool(torch.isfinite(u).all()):
@@ -164,10 +154,10 @@ def _grad_change(raw, used, params):
                     f"all by the same factor {un / rn:.3g}: that is what gradient clipping does")
         return f"they changed between backward() and optimizer.step() (norm {rn:.3g} -> {un:.3g})"
     if not bool(torch.isfinite(r).all()) and bool(torch.isfinite(u).all()):
-        return (f"backward() gave {describe(r)}, but optimizer.step() found only finite gradients: they were "
+        return (f"backward() gave {summarize(r)}, but optimizer.step() found only finite gradients: they were "
                 f"replaced in between (torch.nan_to_num_ and the like turn a bad step into a wrong one)")
     if bool(torch.isfinite(r).all()) and not bool(torch.isfinite(u).all()):
-        return (f"backward() gave finite gradients, but optimizer.step() found {describe(u)}: non-finite gradients "
+        return (f"backward() gave finite gradients, but optimizer.step() found {summarize(u)}: non-finite gradients "
                 f"left in p.grad from an earlier step were added to them")
     return ""
 
@@ -271,8 +261,8 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
             got = call(safe_step, model, batch, loss_fn, opt, name="safe_step", where=f"on {what}")
         for part, t, k in zip(("inputs", "targets"), batch, kept):
             same = t.shape == k.shape and bool(torch.isclose(t, k, rtol=0, atol=0, equal_nan=True).all())
-            expect(same, f"the batch's {part} after safe_step on {what}", f"unchanged ({describe(k)})",
-                   f"changed in place, now {describe(t)}",
+            expect(same, f"the batch's {part} after safe_step on {what}", f"unchanged ({summarize(k)})",
+                   f"changed in place, now {summarize(t)}",
                    "leave the caller's batch as it is: a batch whose loss is NaN or inf is skipped (return None), "
                    "not repaired.")
         _expect_skipped(model, start, watch, loss_fn, got, what, bad)
@@ -302,7 +292,7 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
         got = call(safe_step, model, (x, y_steep), _WatchedLoss(_mse), opt, name="safe_step",
                    where="on a finite batch")
     _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, "a finite batch (gradient norm "
-                     f"{_flat(ref_grads).norm().item():.3g}) with NaN gradients left in p.grad from before", dtype)
+                     f"{flat(ref_grads).norm().item():.3g}) with NaN gradients left in p.grad from before", dtype)
     # huge but finite gradients (their norm overflows): a normal step, on a copy of the untouched model
     _huge_step(safe_step, pristine, kind, x, y, big, dtype)
     return (f"NaN input, ±inf target, overflowing loss, NaN and inf gradients (all of them, or one entry of one "
@@ -335,7 +325,7 @@ def _one_bad_entry(safe_step, pristine, kind, x, y, seed, rng):
     mp = dict(m.named_parameters())[name]
     value = _entry_loss(mp, index, bad)(m(x), y)
     value.backward()
-    grads = _flat([p.grad for p in m.parameters()])
+    grads = flat([p.grad for p in m.parameters()])
     if not (bool(torch.isfinite(value)) and int((~torch.isfinite(grads)).sum()) == 1
             and not bool(torch.isfinite(mp.grad[index]))):
         raise RuntimeError(f"check_safe_step's one-entry case is broken on torch {torch.__version__}")
@@ -357,7 +347,7 @@ def _premise(model, batch, fn, bad, what):
         ok = not bool(torch.isfinite(loss))
     else:
         loss.backward()
-        g = _flat([p.grad for p in m.parameters()])
+        g = flat([p.grad for p in m.parameters()])
         ok = bool(torch.isfinite(loss)) and (bool(torch.isnan(g).any()) if bad == "nan" else
                                               bool(torch.isinf(g).any()) and not bool(torch.isnan(g).any()))
     if not ok:
@@ -372,7 +362,7 @@ def _expect_skipped(model, start, watch, loss_fn, got, what, bad):
     if stepped or change:
         observed = (f"optimizer.step() called{f' {stepped} times' if stepped > 1 else ''}" if stepped else
                     "no optimizer.step(), but the weights changed")
-        zero = stepped and bool(_flat(watch.steps[0]["grads"], watch.params).eq(0).all())
+        zero = stepped and bool(flat(watch.steps[0]["grads"], watch.params).eq(0).all())
         observed += (f"; the weights now hold {broken}" if broken else f"; the weights changed by up to {change:.3g}"
                      if change else "; the weights happen to be unchanged (it stepped on all-zero gradients)" if zero
                      else "; the weights are as they were when it returned (put back after the step)")
@@ -380,9 +370,9 @@ def _expect_skipped(model, start, watch, loss_fn, got, what, bad):
             hint = _skip_hint(value, loss_fn.backward, stepped, got)
             expected = f"no step: the weights exactly as they were (the loss was {value})"
         else:
-            raw = _flat(watch.steps[0]["raw"] if watch.steps else watch.raw, model.parameters())
+            raw = flat(watch.steps[0]["raw"] if watch.steps else watch.raw, model.parameters())
             change_text = _grad_change(watch.steps[0]["raw"], watch.steps[0]["grads"], watch.params) if stepped else ""
-            expected = f"no step: the weights exactly as they were (the loss was {_num(value)}, backward() gave {describe(raw)})"
+            expected = f"no step: the weights exactly as they were (the loss was {_num(value)}, backward() gave {summarize(raw)})"
             if "replaced in between" in change_text:
                 hint = change_text + ": when a gradient is not finite, return None without stepping."
             else:
@@ -415,7 +405,7 @@ def _huge_step(safe_step, pristine, kind, x, y, big, dtype):
     ref_loss = fn(ref(x), y)
     ref_loss.backward()
     ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
-    g = _flat(ref_grads)
+    g = flat(ref_grads)
     norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in ref.parameters()])))
     if not (torch.isfinite(ref_loss) and bool(torch.isfinite(g).all()) and not math.isfinite(norm)):
         raise RuntimeError(f"check_safe_step's huge-gradient case is broken on torch {torch.__version__}")
@@ -440,7 +430,7 @@ def _huge_hint(safe_step, pristine, kind, x, y, big, dtype):
     fn = _huge_gradient_loss(big / 1e6)
     m = copy.deepcopy(pristine)
     fn(m(x), y).backward()
-    largest = _flat([p.grad for p in m.parameters()]).abs().max().item()
+    largest = flat([p.grad for p in m.parameters()]).abs().max().item()
     norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in m.parameters()])))
     if not math.isfinite(norm):
         return ""

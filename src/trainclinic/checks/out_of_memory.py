@@ -15,16 +15,16 @@ import re
 import torch
 from torch import nn
 
-from .. import data, models
 from ..device import SimulatedCuda, pick_device
 from ..memory import LiveBytes, fmt
-from . import CheckFailed, call, check, close, expect, quiet
+from . import CheckFailed, call, check, close, devices, expect, flat, python_float, quiet, seeded, stale_grads
 
 __all__ = ["check_accumulated_grads", "check_one_step", "check_peak_memory", "RecordingSGD"]
 
 
 class RecordingSGD(torch.optim.SGD):
-    """SGD that counts its steps and records the gradients it was given (clones, or only their presence)."""
+    """SGD that counts its steps and records the gradients it updates with (clones, or only their presence): with
+    optimizer.step(closure), the ones the closure leaves, as the update uses them."""
 
     def __init__(self, params, lr, record=True):
         super().__init__(params, lr=lr)
@@ -35,23 +35,41 @@ class RecordingSGD(torch.optim.SGD):
 
     def step(self, closure=None):
         self.steps += 1
+        loss = None
+        if closure is not None:  # SGD runs the closure first, then updates with the gradients it leaves
+            with torch.enable_grad():
+                loss = closure()
         params = [p for group in self.param_groups for p in group["params"]]
         self.complete.append(all(p.grad is not None for p in params))
         if self.record:
             self.grads.append([None if p.grad is None else p.grad.detach().clone() for p in params])
-        return super().step(closure)
+        super().step()
+        return loss
 
 
-def _devices():
-    present = pick_device()
-    return [present] if present.type == "cpu" else [present, torch.device("cpu")]
-
-
-def _loss_fns(smoothing):
-    """(loss_fn, its name) for a case: plain cross-entropy, or with label smoothing (not F.cross_entropy's default)."""
+def _loss_fns(smoothing, soft=False):
+    """(loss_fn, its name) for a case: plain cross-entropy, or with label smoothing (not F.cross_entropy's default),
+    on class indices or (soft) on class probabilities."""
+    on = " on class-probability targets" if soft else ""
     if smoothing:
-        return nn.CrossEntropyLoss(label_smoothing=smoothing), f"nn.CrossEntropyLoss(label_smoothing={smoothing})"
-    return nn.CrossEntropyLoss(), "nn.CrossEntropyLoss()"
+        return nn.CrossEntropyLoss(label_smoothing=smoothing), f"nn.CrossEntropyLoss(label_smoothing={smoothing}){on}"
+    return nn.CrossEntropyLoss(), f"nn.CrossEntropyLoss(){on}"
+
+
+def _soft(y, classes, dtype, seed):
+    """Class-probability targets (rows summing to 1, in the inputs' dtype) for class indices y: what a loss_fn with
+    soft labels takes, and what a cast of the targets to int64 breaks."""
+    g = torch.Generator().manual_seed(seed)
+    noise = torch.softmax(torch.randn(len(y), classes, generator=g, dtype=torch.float64), dim=1)
+    onehot = nn.functional.one_hot(y.cpu(), classes).to(torch.float64)
+    return (0.7 * onehot + 0.3 * noise).to(y.device, dtype)
+
+
+# the lesson's own hints for errors in accumulate_step (the shared ones come after)
+_HINTS = {
+    "target with class probabilities": "the batch's targets here are class probabilities (floats, one row per "
+    "sample), which loss_fn takes as they are: pass each micro-batch's targets to loss_fn unchanged (no cast).",
+}
 
 
 def _cases(seed, count=2):
@@ -75,12 +93,6 @@ def _cases(seed, count=2):
     return cases
 
 
-def _setup(seed, batch_size, device, inputs=8, hidden=32, classes=3, depth=2, dtype=torch.float32):
-    model = models.mlp(inputs=inputs, hidden=hidden, outputs=classes, depth=depth, seed=seed).to(device, dtype)
-    x, y = data.blobs(n=batch_size, features=inputs, classes=classes, seed=seed + 1).tensors
-    return model, (x.to(device, dtype), y.to(device))
-
-
 def _grads(model, x, y, loss_fn):
     """Gradients (and loss) of loss_fn on (x, y), computed on a copy of `model`."""
     ref = copy.deepcopy(model)
@@ -91,17 +103,11 @@ def _grads(model, x, y, loss_fn):
     return [p.grad.detach().clone() for p in ref.parameters()], loss.item()
 
 
-def _stale(model):
-    for p in model.parameters():  # stale gradients, as after a previous step
-        p.grad = torch.full_like(p, 0.5)
-
-
-def _flat(grads):
-    return torch.cat([g.reshape(-1) for g in grads]).to("cpu", torch.float64)
-
-
-def _matches(got, want):
-    return all(close(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got, want))
+def _matches(got, want, dtype=torch.float32):
+    """Equal up to the rounding of the dtype: summing micro-batches reorders the sums (float32: about 1e-7 relative;
+    float64: about 1e-16, so a float32 cast of a float64 computation shows)."""
+    rtol, atol = (1e-9, 1e-12) if dtype == torch.float64 else (1e-4, 1e-6)
+    return all(close(a, b, rtol=rtol, atol=atol) for a, b in zip(got, want))
 
 
 def _scaled(grads, factor):
@@ -123,6 +129,18 @@ def _pieces(batch_size, micro_batches):
     return [len(c) for c in torch.empty(batch_size).chunk(micro_batches)]
 
 
+def _pieces_of(batch_size, size):
+    return [len(c) for c in torch.empty(batch_size).split(size)]
+
+
+def _hints(batch, width):
+    """The lesson's hints for accumulate_step's errors, with the shapes of the check's own batch."""
+    return dict(_HINTS, **{"cannot be multiplied": (
+        f"the check's model takes {width} features and its batch is {len(batch[0])} samples of {width} (its "
+        f"reference runs on them), so the tensor in this error is not a piece of that batch as passed in: split the "
+        f"`batch` argument (a notebook variable such as x is another tensor), and keep the pieces' shapes.")})
+
+
 def _forwards_text(calls):
     sizes = [n for grad, n in calls if grad]
     return f"{len(sizes)} forward pass(es) with autograd on, of {sizes} samples" if sizes else "no forward pass with autograd on"
@@ -131,6 +149,13 @@ def _forwards_text(calls):
 def _explain(got, want, model, batch, loss_fn, plain, micro_batches, step, steps):
     """(what the gradients at a step are, hint): a hint only when they match a known mistake exactly."""
     x, y = batch
+    if x.dtype == torch.float64 and _matches(got, want):
+        diff = max((a - b).abs().max().item() for a, b in zip(got, want))
+        rel = max(((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item() for a, b in zip(got, want))
+        return (f"they differ from them by up to {diff:.3g} ({rel:.2g} relative): float32-sized rounding (float32 "
+                f"keeps about 7 digits, float64 about 16) on a float64 model and batch",
+                "keep the computation in the batch's dtype (float64 here): a cast to float32 (.float(), a float32 "
+                "tensor, autocast) on the way rounds the gradients to float32's precision.")
     parts = [_grads(model, xb, yb, loss_fn)[0] for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches))]
     m = micro_batches
     known = [
@@ -156,7 +181,7 @@ def _explain(got, want, model, batch, loss_fn, plain, micro_batches, step, steps
     for candidate, what, hint in known:
         if _matches(got, candidate):
             return f"they are {what}", hint
-    g, w = _flat(got), _flat(want)
+    g, w = flat(got), flat(want)
     diff = max((a - b).abs().max().item() for a, b in zip(got, want))
     return f"a max difference of {diff:.3g} from them (ratio {float(g @ w / (w @ w)):.3g})", ""
 
@@ -169,7 +194,7 @@ def _device_probe(accumulate_step, seed):
     to the CPU inside it raises PyTorch's device error. Returns a label for the success line."""
     if pick_device().type in ("cuda", "mps"):
         return ""  # the present-device run already used a real GPU
-    model, (x, y) = _setup(seed, 12, torch.device("cpu"))
+    model, (x, y) = seeded(seed, 12, device="cpu")
     try:
         with SimulatedCuda(say=False) as sim:
             fake = sim.model(model)
@@ -203,18 +228,21 @@ def check_accumulated_grads(accumulate_step, seed=0):
     """The gradients at optimizer.step() equal the full batch's (allclose) for the loss_fn passed in, on the present
     device and the CPU, for several micro-batch counts; and a simulated cuda:0 raises no device error."""
     seen = []
-    for device in _devices():
+    for device in devices():
         for k, (batch_size, m, dtype, smoothing, inputs, hidden, classes) in enumerate(_cases(seed)):
-            model, batch = _setup(seed + k, batch_size, device, inputs, hidden, classes, dtype=dtype)
-            loss_fn, loss_name = _loss_fns(smoothing)
+            model, (x, y) = seeded(seed + k, batch_size, inputs, hidden, classes, dtype=dtype, device=device)
+            soft = bool(smoothing)  # the other loss: label smoothing, on class probabilities
+            batch = (x, _soft(y, classes, dtype, seed + k) if soft else y)
+            loss_fn, loss_name = _loss_fns(smoothing, soft)
             want, _ = _grads(model, *batch, loss_fn)
             plain = _grads(model, *batch, nn.CrossEntropyLoss())[0] if smoothing else None
-            _stale(model)
+            stale_grads(model, 0.5)  # as a previous step leaves them
             opt = RecordingSGD(model.parameters(), lr=0.0)  # lr 0: the parameters stay where the reference was taken
             calls, hook = _watch(model)
             where = f"on {device}, batch {batch_size} ({str(dtype).removeprefix('torch.')}), micro_batches={m}"
             try:
-                call(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step", where=where)
+                call(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step", where=where,
+                     hints=_hints(batch, inputs))
             finally:
                 hook.remove()
             expect(opt.steps > 0, f"optimizer.step() calls ({where})", "one, after the loop", "none",
@@ -228,7 +256,7 @@ def check_accumulated_grads(accumulate_step, seed=0):
                 missing = [name for (name, _), g in zip(model.named_parameters(), got) if g is None]
                 expect(not missing, f"gradients at optimizer.step() ({where})", "one for every parameter",
                        f"none for {missing}", "call backward() on each micro-batch's loss before optimizer.step().")
-                if not _matches(got, want):
+                if not _matches(got, want, dtype):
                     observed, hint = _explain(got, want, model, batch, loss_fn, plain, m, step, opt.steps)
                     at = "optimizer.step()" if opt.steps == 1 else f"the {_nth(step)} of {opt.steps} optimizer.step() calls"
                     raise CheckFailed(
@@ -236,10 +264,19 @@ def check_accumulated_grads(accumulate_step, seed=0):
                         f"for that loss_fn, observed {observed}{forwards}." + (f"\nHint: {hint}" if hint else
                         "\nExpected: zero_grad() once before the loop, backward() on each micro-batch's loss / "
                         "micro_batches, step() once after it."))
+            # finer pieces than micro_batches asks for (coarser ones are check_peak_memory's: they break the budget)
+            if any(n is not None and n < min(pieces) for n in sizes):
+                split = _pieces_of(batch_size, m)
+                hint = (f"micro_batches is the number of pieces, not their size: inputs.chunk({m}) gives {m} pieces "
+                        f"of {pieces[0]} samples; inputs.split({m}) gives pieces of {m} samples."
+                        if sorted(sizes) == sorted(split) and split != pieces else "")
+                expect(False, f"the forward passes with autograd on ({where})",
+                       f"{m}, one per micro-batch of {pieces[0]} samples (micro_batches={m} is the number of pieces)",
+                       _forwards_text(calls), hint)
             seen.append(f"{batch_size}/{m}")
     probe = _device_probe(accumulate_step, seed)
     return (f"gradients accumulated over micro-batches (batch/micro_batches {', '.join(dict.fromkeys(seen))}) equal "
-            f"the full batch's on {', '.join(map(str, _devices()))}{probe}")
+            f"the full batch's on {', '.join(map(str, devices()))}{probe}")
 
 
 @check("one_step")
@@ -249,11 +286,11 @@ def check_one_step(accumulate_step, seed=0):
     batch_size, m, dtype, smoothing, inputs, hidden, classes = _cases(seed)[1 if seed % 2 else 0]
     if seed:
         smoothing = 0.1
-    model, _ = _setup(seed, batch_size, device, inputs, hidden, classes, dtype=dtype)
+    model, _ = seeded(seed, batch_size, inputs, hidden, classes, dtype=dtype, device=device)
     loss_fn, loss_name = _loss_fns(smoothing)
     opt = RecordingSGD(model.parameters(), lr=0.1, record=False)
     for k in range(2):
-        _, batch = _setup(seed + 10 * (k + 1), batch_size, device, inputs, hidden, classes, dtype=dtype)
+        _, batch = seeded(seed + 10 * (k + 1), batch_size, inputs, hidden, classes, dtype=dtype, device=device)
         _, want = _grads(model, *batch, loss_fn)
         with torch.no_grad():
             pieces = [loss_fn(model(xb), yb).item() for xb, yb in zip(batch[0].chunk(m), batch[1].chunk(m))]
@@ -266,13 +303,15 @@ def check_one_step(accumulate_step, seed=0):
             held = " that still holds its autograd graph (and the memory the graph keeps alive)" if got.requires_grad else ""
             expect(False, "accumulate_step's return value", "the loss as a Python float",
                    f"a tensor of shape {tuple(got.shape)}{held}", "return a float: add each micro-batch's loss.item().")
-        expect(isinstance(got, float), "accumulate_step's return value", "the loss as a Python float",
-               type(got).__name__)
+        got = python_float(got, "accumulate_step's return value (the loss)")
         ratio = got / want if want else float("nan")
         hint = ""
         if abs(ratio - m) < 1e-3 * m and m > 1:
             hint = (f"it is {m} times the mean: the sum of the unscaled micro-batch losses. Add the scaled ones "
                     f"(loss / micro_batches) instead.")
+        elif abs(ratio * m - 1) < 1e-3 and m > 1:
+            hint = (f"it is the mean divided by micro_batches ({m}) once more: the sum of the scaled micro-batch "
+                    f"losses (loss / micro_batches) is already the full batch's mean; return it as it is.")
         elif m > 1:
             tol = 1e-4 * max(1.0, abs(want))
             one = next((i for i, p in enumerate(pieces) if abs(got - p) <= tol or abs(got - p / m) <= tol), None)
@@ -290,7 +329,7 @@ def _peak(fn, model, batch, micro_batches):
     order of events: ("forward", bytes held when it began) and ("backward", None) as the first layer's gradient
     is computed."""
     opt = RecordingSGD(model.parameters(), lr=0.1, record=False)
-    _stale(model)
+    stale_grads(model, 0.5)
     calls, events = [], []
     live = LiveBytes()
 
@@ -359,7 +398,7 @@ def check_peak_memory(accumulate_step, seed=0):
     under a budget that the full batch breaks."""
     m, batch_size, hidden, depth = _peak_case(seed)
     cpu = torch.device("cpu")
-    model, batch = _setup(seed, batch_size, cpu, inputs=16, hidden=hidden, classes=4, depth=depth)
+    model, batch = seeded(seed, batch_size, inputs=16, hidden=hidden, classes=4, depth=depth, device=cpu)
     full = _peak(_reference, copy.deepcopy(model), batch, 1)[0]
     ref = _peak(_reference, copy.deepcopy(model), batch, m)[0]
     budget = (full + ref) // 2
