@@ -192,7 +192,8 @@ def class_weighted_loss(logits, targets, class_counts):
 # %% [markdown]
 # **3c.** `train_step(model, batch, loss_fn, optimizer, device)`: one training step. The model is already on
 # `device`; the batch `(inputs, labels)` comes from the loader, on the CPU. Move it, zero the gradients, compute the
-# loss, backpropagate, step, and return the loss as a Python float (`loss.item()`).
+# loss, backpropagate, step with the `optimizer` you are given (its learning rate, momentum and state are the caller's
+# choice), and return the loss as a Python float (`loss.item()`).
 
 # %% nbgrader={"grade": false, "grade_id": "train_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_step(model, batch, loss_fn, optimizer, device):

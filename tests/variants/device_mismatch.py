@@ -627,3 +627,70 @@ BLIND2 = {
 }
 for _name, (_cell, _source, _lost) in BLIND2.items():
     VARIANTS[f"blind2_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+# Blind round 3: the cases it misgraded (now fixed in the check), and cases whose message misled.
+BLIND3 = {
+    # correct: skipping a non-finite loss changes nothing on real data; the simulated cuda:0's .item() is a
+    # placeholder nan, so there it skips backward() (the probe failed it for that)
+    "train_step_guard_nonfinite": ('train_step', '''import math
+
+
+def train_step(model, batch, loss_fn, optimizer, device):
+    """One training step on `device`; returns the loss as a float."""
+    inputs, labels = batch[0].to(device), batch[1].to(device)
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), labels)
+    value = loss.item()
+    if not math.isfinite(value):
+        print(f"non-finite loss {value}: step skipped")
+        return value
+    loss.backward()
+    optimizer.step()
+    return value''', {}),
+    # the check's optimizer was a fresh SGD(lr=0.1): its first momentum step equals a plain one
+    "train_step_builds_own_optimizer": ('train_step', '''def train_step(model, batch, loss_fn, optimizer, device):
+    """One training step on `device`; returns the loss as a float."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs, labels = batch
+    inputs, labels = inputs.to(device), labels.to(device)
+    opt.zero_grad()
+    loss = loss_fn(model(inputs), labels)
+    loss.backward()
+    opt.step()
+    return loss.item()''', {"check_train_step": "changed without the given optimizer: its step() was not called"}),
+    "train_step_manual_sgd_update": ('train_step', '''def train_step(model, batch, loss_fn, optimizer, device):
+    """One training step on `device`; returns the loss as a float."""
+    inputs, labels = batch
+    inputs, labels = inputs.to(device), labels.to(device)
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), labels)
+    loss.backward()
+    lr = optimizer.param_groups[0]["lr"]
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p -= lr * p.grad
+    return loss.item()''', {"check_train_step": "changed without the given optimizer: its step() was not called"}),
+    # the hint said "call loss.backward()", which it did: the gradient stopped at the detached logits
+    "train_step_detached_logits_requires_grad": ('train_step', '''def train_step(model, batch, loss_fn, optimizer, device):
+    """One training step on `device`; returns the loss as a float."""
+    inputs, labels = batch
+    inputs, labels = inputs.to(device), labels.to(device)
+    optimizer.zero_grad()
+    logits = model(inputs).detach().requires_grad_()   # detached for the stats, made differentiable again
+    loss = loss_fn(logits, labels)
+    loss.backward()
+    optimizer.step()
+    return loss.item()''', {"check_train_step": "no gradient reached them, backward() computed none"}),
+    # the hint blamed the weights' dtype: the weights match the logits, which were cast to float32 first
+    "cwl_logits_cast_to_float32": ('class_weighted_loss', '''def class_weighted_loss(logits, targets, class_counts):
+    """Cross-entropy with balanced class weights, built on the logits' device."""
+    logits = logits.float()
+    n_total, n_classes = sum(class_counts), len(class_counts)
+    weight = torch.tensor([n_total / (n_classes * c) for c in class_counts],
+                          device=logits.device, dtype=logits.dtype)
+    return nn.functional.cross_entropy(logits, targets, weight=weight)''',
+                                   {"check_class_weighted_loss": "no conversion of the logits or of the loss"}),
+}
+for _name, (_cell, _source, _lost) in BLIND3.items():
+    VARIANTS[f"blind3_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

@@ -218,9 +218,15 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
             expect(got.requires_grad, "the loss", "connected to logits (requires_grad)", "no gradient path",
                    "compute it from logits with PyTorch operations; do not detach or rebuild it.")
             expect(same_device(got, device), "the loss", f"on {device}, with the logits", f"on {got.device}")
-            expect(got.dtype == dtype, f"the loss for {_name(dtype)} logits", f"dtype {_name(dtype)}, the logits' dtype",
-                   _name(got.dtype), "build the weights with dtype=logits.dtype: a weight of another dtype changes "
-                   "the loss's.")
+            if got.dtype != dtype:
+                wider = torch.promote_types(got.dtype, dtype) == got.dtype  # promoted by a wider operand
+                raise CheckFailed(
+                    f"the loss for {_name(dtype)} logits: expected dtype {_name(dtype)}, the logits' dtype, observed "
+                    f"{_name(got.dtype)}.\nExpected: " + (
+                        f"every tensor of the computation in the logits' dtype (a {_name(got.dtype)} operand promotes "
+                        f"the loss): build the weights with dtype=logits.dtype." if wider else
+                        "the loss computed in the logits' own dtype: no conversion of the logits or of the loss "
+                        "(.float(), .to(...)), and the weights built with dtype=logits.dtype."))
             rtol, atol = _TOLERANCE[dtype]
             what = f"the loss for {_name(dtype)} logits on {device} (n={len(targets)}, counts {counts})"
             if dtype == torch.float64 and not close(got, want, rtol=rtol, atol=atol) and close(got, want):
