@@ -200,7 +200,8 @@ total_loss = total_loss.item()
 #
 # Write `accumulate_step(model, batch, loss_fn, optimizer, micro_batches)`: `batch = (inputs, targets)` is already on the
 # model's device (keep every tensor there) and its size is a multiple of `micro_batches` (`tensor.chunk(micro_batches)` splits
-# it). Compute each micro-batch's loss with the `loss_fn` you are given. Return the full batch's mean loss as a Python float
+# it). Compute each micro-batch's loss with the `loss_fn` you are given, on the targets as they come (a loss may take class
+# probabilities rather than class indices), in the batch's dtype. Return the full batch's mean loss as a Python float
 # (the sum of the scaled micro-batch losses, each with `.item()`).
 
 # %% nbgrader={"grade": false, "grade_id": "accumulate_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -232,11 +233,13 @@ print(f"the full batch of {BATCH} in 4 micro-batches: loss {loss:.4f}, peak {mem
 # ## 4 · Check
 #
 # Each cell below calls a check on your function with seeded inputs. It prints `✓ ...` when your code behaves, and
-# otherwise raises `CheckFailed` saying what was expected, what happened and a hint. The grader runs more cases than you see
-# here: other micro-batch counts (from 1 to 8), batch sizes, widths, float64, and another loss. The gradients are read at the
-# moment your `optimizer.step()` runs; the forward passes are counted and their sizes noted; the peak memory is measured with
-# the live-bytes tracker on the CPU, so it is the same on every machine. Without a GPU, your function also runs once with the
-# model and the batch on a *simulated* cuda:0, where a tensor left on the CPU raises PyTorch's device error.
+# otherwise raises `CheckFailed` saying what was expected, what happened and a hint. The grader runs more cases than you
+# see here: other micro-batch counts (from 1 to 8), batch sizes, widths, float64 (where the gradients must agree to
+# float64's precision), and another loss (label smoothing, on class-probability targets). The gradients are read at the
+# moment your `optimizer.step()` updates the weights (after the closure, if you pass one); the forward passes are
+# counted and their sizes noted (`micro_batches` pieces, no finer); the peak memory is measured with the live-bytes
+# tracker on the CPU, so it is the same on every machine. Without a GPU, your function also runs once with the model and
+# the batch on a *simulated* cuda:0, where a tensor left on the CPU raises PyTorch's device error.
 
 # %% nbgrader={"grade": true, "grade_id": "check_accumulated_grads", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """accumulate_step's gradients equal the full batch's"""

@@ -341,3 +341,104 @@ BLIND2_RETURNS_LAST_PIECE_LOSS = '''def accumulate_step(model, batch, loss_fn, o
 
 VARIANTS["blind2_returns_last_piece_loss"] = {"cells": {'accumulate_step': BLIND2_RETURNS_LAST_PIECE_LOSS},
                                               "lost": {'check_one_step': "it is the loss of micro-batch 4 of 4 alone"}}
+
+# Blind round 3 (written from the release notebook alone): the cases it misgraded, and two messages made exact
+# (the mean divided twice now has a hint; a shape error on a notebook global no longer blames the layer sizes).
+
+BLIND3_STEP_WITH_CLOSURE = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+
+    def closure():
+        optimizer.zero_grad()
+        total = 0.0
+        for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+            loss = loss_fn(model(xb), yb) / micro_batches
+            loss.backward()
+            total += loss.item()
+        return total
+
+    return float(optimizer.step(closure))'''
+
+VARIANTS["blind3_step_with_closure"] = {"cells": {"accumulate_step": BLIND3_STEP_WITH_CLOSURE}, "lost": {}}
+
+BLIND3_LOSS_IN_FLOAT32 = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        logits = model(xb).float()                     # compute the loss in float32, as under autocast
+        loss = loss_fn(logits, yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind3_loss_in_float32"] = {"cells": {"accumulate_step": BLIND3_LOSS_IN_FLOAT32}, "lost": {'check_accumulated_grads': 'float32-sized rounding'}}
+
+BLIND3_PIECES_OF_SIZE_MICRO_BATCHES = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    pieces = list(zip(inputs.split(micro_batches), targets.split(micro_batches)))
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in pieces:
+        loss = loss_fn(model(xb), yb) / len(pieces)
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind3_pieces_of_size_micro_batches"] = {"cells": {"accumulate_step": BLIND3_PIECES_OF_SIZE_MICRO_BATCHES}, "lost": {'check_accumulated_grads': 'micro_batches is the number of pieces, not their size'}}
+
+BLIND3_TARGETS_CAST_LONG = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb.long()) / micro_batches      # class indices must be int64
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind3_targets_cast_long"] = {"cells": {"accumulate_step": BLIND3_TARGETS_CAST_LONG}, "lost": {'check_accumulated_grads': 'target with class probabilities'}}
+
+BLIND3_RETURNS_MEAN_DIVIDED_TWICE = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total / micro_batches                      # the mean over the micro-batches'''
+
+VARIANTS["blind3_returns_mean_divided_twice"] = {"cells": {"accumulate_step": BLIND3_RETURNS_MEAN_DIVIDED_TWICE}, "lost": {'check_one_step': 'the mean divided by micro_batches (4) once more'}}
+
+BLIND3_USES_NOTEBOOK_GLOBALS = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind3_uses_notebook_globals"] = {"cells": {"accumulate_step": BLIND3_USES_NOTEBOOK_GLOBALS}, "lost": {"check_accumulated_grads": "not a piece of that batch", "check_one_step": "not a piece of that batch", "check_peak_memory": "not a piece of that batch"}}

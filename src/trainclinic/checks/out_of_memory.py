@@ -294,7 +294,8 @@ def check_one_step(accumulate_step, seed=0):
         _, want = _grads(model, *batch, loss_fn)
         with torch.no_grad():
             pieces = [loss_fn(model(xb), yb).item() for xb, yb in zip(batch[0].chunk(m), batch[1].chunk(m))]
-        got = call(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step")
+        got = call(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step",
+                   hints=_hints(batch, inputs))
         expect(opt.steps == k + 1, f"optimizer.step() calls after {k + 1} effective batch(es) of {m} "
                "micro-batches", k + 1, opt.steps,
                "step once per effective batch, after the loop: a step inside the loop is plain small-batch training "
@@ -404,7 +405,8 @@ def check_peak_memory(accumulate_step, seed=0):
     budget = (full + ref) // 2
     assert full > budget > ref, "the check's own budget is inconsistent"
     learner = copy.deepcopy(model)
-    peak, opt, calls, events = call(_peak, accumulate_step, learner, batch, m, name="accumulate_step")
+    peak, opt, calls, events = call(_peak, accumulate_step, learner, batch, m, name="accumulate_step",
+                                    hints=_hints(batch, 16))
     expect(opt.steps > 0 and all(opt.complete), "the accumulation step", "gradients for every parameter, then "
            "optimizer.step()", f"{opt.steps} step(s), gradients {'complete' if all(opt.complete) else 'missing'}",
            "backward() each micro-batch, then optimizer.step().")
