@@ -45,8 +45,9 @@ tc.banner(device);
 #
 # A 10-layer ReLU network whose weights start **3 times** larger than PyTorch's default, trained with plain SGD
 # (`lr=0.1`) on a small classification set. The loop measures the total gradient norm at every step with
-# `clip_grad_norm_(..., max_norm=inf, error_if_nonfinite=True)`: with an infinite ceiling it clips nothing, it only
-# returns the norm, and it raises the moment the norm stops being a finite number.
+# `clip_grad_norm_(..., max_norm=inf, error_if_nonfinite=True)`: with an infinite ceiling it clips nothing (while the
+# norm is finite, it scales every gradient by 1), it only returns the norm, and it raises the moment the norm stops
+# being a finite number (without `error_if_nonfinite` it would scale the gradients by inf / inf, that is `nan`).
 
 # %%
 import math
@@ -233,14 +234,17 @@ watch(tc.mlp(8, 32, 3, depth=10, activation=nn.Sigmoid).to(device), lr=0.05, ste
 # **3a.** `grad_norms(model)`: measure the gradients, as the dashboard does. Return a pair `(total, layers)`:
 # - `layers`: a dict `{module name: norm}` with one entry per module that has gradients **of its own**: the names come
 #   from `model.named_modules()` (the model itself is named `''`), the parameters from
-#   `module.parameters(recurse=False)`, and parameters whose `.grad` is `None` (frozen or unused) are skipped. The norm
-#   of a layer is the L2 norm of all its gradient entries together (weight and bias).
+#   `module.parameters(recurse=False)`, and parameters whose `.grad` is `None` (frozen from the start, or unused) are
+#   skipped; a parameter frozen after a backward pass (`requires_grad=False`) still holds its `.grad`, and counts. The
+#   norm of a layer is the L2 norm of all its gradient entries together (weight and bias).
 # - `total`: the L2 norm of **all** the model's gradients, each parameter counted once (a weight shared by two layers
 #   is in both layers' entries, but once in the total), as `torch.nn.utils.clip_grad_norm_` measures it (it returns
 #   that norm; from torch 2.6, `torch.nn.utils.get_total_norm` computes it alone).
 #
-# Return Python floats (`.item()`), not tensors, and leave the gradients untouched. The checks try many small
-# models: other widths and depths, frozen and shared layers, float32, float64 and bfloat16.
+# Return Python floats (`.item()`), not tensors, and leave the gradients untouched, even when they are not finite
+# (the dashboard measures exploded steps too: a norm of `inf` is a reading, not a reason to change them). The checks
+# try many small models: other widths and depths, frozen and shared layers, an `inf` gradient, float32, float64 and
+# bfloat16.
 
 # %% nbgrader={"grade": false, "grade_id": "grad_norms", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def grad_norms(model):
@@ -263,7 +267,8 @@ def grad_norms(model):
 # factor so that their total norm is `max_norm` (the direction stays the same); below it, leave them alone.
 # Return `(loss, grad_norm)` as Python floats (`.item()`: a loss tensor still holds the step's autograd graph, and a
 # history of them would keep every step's activations alive), where `grad_norm` is the total norm **before**
-# clipping (that is what a dashboard must show). Use the `loss_fn` you are given. `torch.nn.utils.clip_grad_norm_` exists; where it goes in the step is the point.
+# clipping (that is what a dashboard must show). Use the `loss_fn` you are given. It runs step after step in a training
+# loop (section 4): leave autograd on when it returns, as you found it, or the next step cannot call `backward()`. `torch.nn.utils.clip_grad_norm_` exists; where it goes in the step is the point.
 
 # %% nbgrader={"grade": false, "grade_id": "clipped_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def clipped_step(model, batch, loss_fn, optimizer, max_norm):

@@ -333,4 +333,24 @@ VARIANTS = {
         'clipped_step': 'import torch\nfrom torch import nn\n\ndef clipped_step(model, batch, loss_fn, optimizer, max_norm):\n    """One training step with the total gradient norm clipped to max_norm; returns (loss, norm before clipping)."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = nn.CrossEntropyLoss()(model(x), y)           # a classification step\n    loss.backward()\n    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    optimizer.step()\n    return loss.item(), norm.item()\n',
         },
         "lost": {'check_clipped_step': 'loss_fn never called'}},
+    "blind3_cs_optimizer_closure": {  # correct: clips inside a closure passed to optimizer.step(closure) (a step pre-hook fires before the closure runs)
+        "cells": {
+        'clipped_step': 'def clipped_step(model, batch, loss_fn, optimizer, max_norm):\n    """One training step with the total gradient norm clipped to max_norm; returns (loss, norm before clipping)."""\n    inputs, targets = batch\n    measured = {}\n\n    def closure():\n        optimizer.zero_grad()\n        loss = loss_fn(model(inputs), targets)\n        loss.backward()\n        # inside the closure: after backward, before the optimizer applies the update\n        measured["norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n        return loss\n\n    loss = optimizer.step(closure)\n    return loss.item(), measured["norm"].item()\n',
+        },
+        "lost": {}},
+    "blind3_gn_clip_inf_to_measure": {  # measures with clip_grad_norm_(max_norm=inf): an inf gradient turns every gradient into nan
+        "cells": {
+        'grad_norms': 'def grad_norms(model):\n    """(total gradient norm, {layer name: gradient norm of that layer\'s own parameters})."""\n    # as section 1 does: with an infinite ceiling clip_grad_norm_ clips nothing and only returns the norm\n    measure = lambda params: torch.nn.utils.clip_grad_norm_(params, max_norm=float("inf")).item()\n    layers = {}\n    for name, module in model.named_modules():\n        params = [p for p in module.parameters(recurse=False) if p.grad is not None]\n        if params:\n            layers[name] = measure(params)\n    return measure([p for p in model.parameters() if p.grad is not None]), layers\n',
+        },
+        "lost": {'check_grad_norms': 'every gradient became nan'}},
+    "blind3_gn_skips_requires_grad_false_with_grad": {  # skips parameters frozen after a backward pass that still hold a .grad
+        "cells": {
+        'grad_norms': 'def grad_norms(model):\n    """(total gradient norm, {layer name: gradient norm of that layer\'s own parameters})."""\n    def trainable_grads(params):\n        # frozen parameters are skipped\n        return [p.grad for p in params if p.requires_grad and p.grad is not None]\n\n    layers = {}\n    for name, module in model.named_modules():\n        grads = trainable_grads(module.parameters(recurse=False))\n        if grads:\n            layers[name] = torch.nn.utils.get_total_norm(grads).item()\n    grads = trainable_grads(model.parameters())\n    total = torch.nn.utils.get_total_norm(grads).item() if grads else 0.0\n    return total, layers\n',
+        },
+        "lost": {'check_grad_norms': 'requires_grad=False that still have a .grad'}},
+    "blind3_cs_set_grad_enabled_false_statement": {  # torch.set_grad_enabled(False) as a statement: autograd left off for the next step
+        "cells": {
+        'clipped_step': 'def clipped_step(model, batch, loss_fn, optimizer, max_norm):\n    """One training step with the total gradient norm clipped to max_norm; returns (loss, norm before clipping)."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), targets)\n    loss.backward()\n    torch.set_grad_enabled(False)       # the clipping and the update must not be recorded by autograd\n    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    optimizer.step()\n    return loss.item(), norm.item()\n',
+        },
+        "lost": {'check_clipped_step': 'autograd when clipped_step returns'}},
 }
