@@ -304,4 +304,29 @@ VARIANTS = {
         'evaluate': 'import torch\n\ndef evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    was_training = model.training\n    model.eval()\n    device = next(model.parameters()).device\n    correct = 0\n    with torch.no_grad():\n        for x, y in loader:\n            x, y = x.to(device), y.to(device)\n            correct += (model(x).argmax(1) == y).sum().item()\n    model.train(was_training)\n    return correct / len(loader.dataset)              # the number of samples\n',
         },
         "lost": {'check_evaluate_eval': 'the size of loader.dataset'}},
+    "blind3_te_train_only_if_root_flag_false": {  # calls model.train() only when model.training is False: a model whose layers alone are in eval mode is never switched
+        "cells": {
+        'train_epoch': 'def train_epoch(model, loader, optimizer):\n    """One epoch in training mode; returns the mean batch loss."""\n    if not model.training:                         # switch only when needed\n        model.train()\n    device = next(model.parameters()).device\n    total, batches = 0.0, 0\n    for x, y in loader:\n        x, y = x.to(device), y.to(device)\n        optimizer.zero_grad()\n        loss = F.cross_entropy(model(x), y)\n        loss.backward()\n        optimizer.step()\n        total += loss.item()\n        batches += 1\n    return total / batches\n',
+        },
+        "lost": {'check_train_epoch': 'while its own flag model.training is True'}},
+    "blind3_ev_skips_short_last_batch": {  # misleading message fixed: blamed eval mode/BatchNorm; the short last batch is skipped
+        "cells": {
+        'evaluate': 'def evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    device = next(model.parameters()).device\n    was_training = model.training\n    model.eval()\n    correct = total = 0\n    with torch.no_grad():\n        for x, y in loader:\n            if len(y) < loader.batch_size:\n                continue                       # a short last batch (of one sample) is what made BatchNorm fail\n            x, y = x.to(device), y.to(device)\n            correct += (model(x).argmax(1) == y).sum().item()\n            total += len(y)\n    model.train(was_training)\n    return correct / total\n',
+        },
+        "lost": {'check_evaluate_eval': 'never went through the model'}},
+    "blind3_ev_restore_inside_loop": {  # misleading message fixed: said 'call model.eval() before the loop'; it does, then restores the mode inside the loop
+        "cells": {
+        'evaluate': 'def evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    device = next(model.parameters()).device\n    was_training = model.training\n    model.eval()\n    correct = total = 0\n    with torch.no_grad():\n        for x, y in loader:\n            x, y = x.to(device), y.to(device)\n            correct += (model(x).argmax(1) == y).sum().item()\n            total += len(y)\n            model.train(was_training)          # put the mode back\n    return correct / total\n',
+        },
+        "lost": {'check_evaluate_eval': 'went back to training mode inside the loop'}},
+    "blind3_ev_restores_children_not_root": {  # misleading message fixed: blamed `model.training = ...`; it switches the layers back one by one, the root stays in eval mode
+        "cells": {
+        'evaluate': 'def evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    device = next(model.parameters()).device\n    was_training = model.training\n    model.eval()\n    correct = total = 0\n    with torch.no_grad():\n        for x, y in loader:\n            x, y = x.to(device), y.to(device)\n            correct += (model(x).argmax(1) == y).sum().item()\n            total += len(y)\n    for layer in model:                        # put every layer back in the mode it had\n        layer.train(was_training)\n    return correct / total\n',
+        },
+        "lost": {'check_evaluate_restores': "the model's own flag model.training=False"}},
+    "blind3_te_running_accuracy_leaves_eval_mode": {  # misleading message fixed: said 'call model.train() at the start'; it does, then switches to eval mode inside the epoch
+        "cells": {
+        'train_epoch': 'def train_epoch(model, loader, optimizer):\n    """One epoch in training mode; returns the mean batch loss."""\n    model.train()\n    device = next(model.parameters()).device\n    total, batches, correct, seen = 0.0, 0, 0, 0\n    for x, y in loader:\n        x, y = x.to(device), y.to(device)\n        optimizer.zero_grad()\n        loss = F.cross_entropy(model(x), y)\n        loss.backward()\n        optimizer.step()\n        total += loss.item()\n        batches += 1\n        model.eval()                               # running training accuracy, measured properly\n        with torch.no_grad():\n            correct += (model(x).argmax(1) == y).sum().item()\n            seen += len(y)\n    print(f"train accuracy {correct / seen:.3f}")\n    return total / batches\n',
+        },
+        "lost": {'check_train_epoch': 'switched to eval mode during the epoch'}},
 }

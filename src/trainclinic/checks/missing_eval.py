@@ -291,8 +291,16 @@ def check_evaluate_restores(evaluate, seed=0, n=None, batch_size=None):
             off = sorted({type(m).__name__ for m in model.modules() if m is not model and not m.training})
             observed = (f"mixed: the model's own flag model.training={model.training}, submodules in training mode: "
                         f"{', '.join(on) or 'none'}; in eval mode: {', '.join(off) or 'none'}")
-            hint = ("model.train(mode) / model.eval() switch the model and every submodule together; setting "
-                    "model.training alone, or switching some layers one by one, leaves them mixed. " + hint)
+            subs = {m.training for m in model.modules() if m is not model}
+            if model.training == (start == "train"):
+                why = ("the model's own flag is right, its layers are not: `model.training = ...` sets only the top "
+                       "module's flag; ")
+            elif subs == {start == "train"}:
+                why = ("the layers are right, the model's own flag is not: switching the layers one by one misses the "
+                       "model itself; ")
+            else:
+                why = ""
+            hint = why + "model.train(mode) / model.eval() switch the model and every submodule together. " + hint
         elif start == "train":
             hint = "after the loop, put the model back: model.train() when it was training. " + hint
         else:
