@@ -371,3 +371,26 @@ VARIANTS = {
         },
         "lost": {'check_safe_step': 'changed in place'}},
 }
+
+# Blind round 3 (written from the release notebook alone): the case it misgraded. The text says NaN, inf or -inf; no
+# case had a loss of -inf (an inf target makes the squared error +inf), so a test for NaN and +inf passed.
+BLIND3_MISSES_NEGATIVE_INF_LOSS = '''import math
+import torch
+
+def safe_step(model, batch, loss_fn, optimizer):
+    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""
+    x, y = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    value = loss.item()
+    if math.isnan(value) or value == math.inf:
+        return None
+    loss.backward()
+    for p in model.parameters():
+        if p.grad is not None and not torch.isfinite(p.grad).all():
+            return None
+    optimizer.step()
+    return value'''
+
+VARIANTS["blind3_misses_negative_inf_loss"] = {"cells": {"safe_step": BLIND3_MISSES_NEGATIVE_INF_LOSS},
+                                               "lost": {"check_safe_step": "-inf is not finite either"}}

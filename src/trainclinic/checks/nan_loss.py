@@ -23,7 +23,7 @@ from ..nonfinite import finite, summarize
 from . import CheckFailed, _where, call, check, close, expect, flat, standard_state
 
 __all__ = ["check_safe_step", "check_train", "check_stable_lr", "reference_safe_step", "reference_train",
-           "step_named", "nan_gradient_loss", "inf_gradient_loss"]
+           "step_named", "nan_gradient_loss", "inf_gradient_loss", "minus_inf_loss"]
 
 
 # ---- small helpers --------------------------------------------------------------------------------------------
@@ -64,6 +64,19 @@ def inf_gradient_loss(output, target):
     """The mean squared error plus sqrt(0): the value stays finite, the gradient of output[0] is inf (no NaN)."""
     first = output.reshape(-1)[0]
     return _mse(output, target) + torch.sqrt(first - first.detach())
+
+
+def minus_inf_loss(output, target):
+    """The mean squared error plus log(0) (a log-probability of an impossible event): the value is -inf, the gradients
+    are finite (those of the squared error)."""
+    return _mse(output, target) + torch.log(torch.zeros((), dtype=output.dtype, device=output.device))
+
+
+# the lesson's own hints for errors in safe_step (the shared ones come after)
+_HINTS = {
+    "unsupported ScalarType BFloat16": "NumPy has no bfloat16 (the check runs bfloat16 models too): test the tensors "
+    "with torch itself, torch.isfinite(p.grad).all(), which works in every dtype and on every device.",
+}
 
 
 def _huge_gradient_loss(scale):
@@ -206,9 +219,13 @@ def _safe_setup(seed, batch_size, dtype):
 
 
 def _test_loss(value):
-    return ("test torch.isfinite(loss) right after computing it (`loss == float('nan')` is never True: NaN equals "
-            "nothing)" if value != value else
-            "test torch.isfinite(loss) right after computing it (isnan is False for inf; isfinite catches both)")
+    if value != value:
+        return ("test torch.isfinite(loss) right after computing it (`loss == float('nan')` is never True: NaN equals "
+                "nothing)")
+    if value == -math.inf:
+        return ("test torch.isfinite(loss) right after computing it (-inf is not finite either: a test for NaN and "
+                "+inf lets it through; isfinite catches all three)")
+    return "test torch.isfinite(loss) right after computing it (isnan is False for inf; isfinite catches both)"
 
 
 def _skip_hint(value, backward, stepped, returned):
@@ -252,13 +269,15 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
         (f"a batch whose squared error overflows to inf (finite targets of {big:.3g})", (x, y_big), _mse, "loss"),
         ("a loss whose value is finite but whose gradients are NaN (sqrt below 0, masked by torch.where)",
          (x, y_nan_grad), nan_gradient_loss, "nan"),
+        ("a loss whose value is -inf, with finite gradients (the squared error plus log(0), the log-probability of an "
+         "impossible event)", (x, y), minus_inf_loss, "loss"),
     ]
     for what, batch, fn, bad in cases:
         _premise(pristine, batch, fn, bad, what)
         loss_fn = _WatchedLoss(fn)
         kept = [t.clone() for t in batch]
         with _Watch(model) as watch:
-            got = call(safe_step, model, batch, loss_fn, opt, name="safe_step", where=f"on {what}")
+            got = call(safe_step, model, batch, loss_fn, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
         for part, t, k in zip(("inputs", "targets"), batch, kept):
             same = t.shape == k.shape and bool(torch.isclose(t, k, rtol=0, atol=0, equal_nan=True).all())
             expect(same, f"the batch's {part} after safe_step on {what}", f"unchanged ({summarize(k)})",
@@ -273,7 +292,7 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     shallow_start = _state(shallow)
     loss_fn = _WatchedLoss(inf_gradient_loss)
     with _Watch(shallow) as watch:
-        got = call(safe_step, shallow, (x, y), loss_fn, _optimizer(kind, shallow.parameters()), name="safe_step",
+        got = call(safe_step, shallow, (x, y), loss_fn, _optimizer(kind, shallow.parameters()), name="safe_step", hints=_HINTS,
                    where=f"on {what}")
     _expect_skipped(shallow, shallow_start, watch, loss_fn, got, what, "inf")
     # one entry of one bias gradient non-finite, every other entry of every gradient finite
@@ -289,13 +308,13 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     for p in model.parameters():
         p.grad = torch.full_like(p, float("nan"))
     with _Watch(model) as watch:
-        got = call(safe_step, model, (x, y_steep), _WatchedLoss(_mse), opt, name="safe_step",
+        got = call(safe_step, model, (x, y_steep), _WatchedLoss(_mse), opt, name="safe_step", hints=_HINTS,
                    where="on a finite batch")
     _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, "a finite batch (gradient norm "
                      f"{flat(ref_grads).norm().item():.3g}) with NaN gradients left in p.grad from before", dtype)
     # huge but finite gradients (their norm overflows): a normal step, on a copy of the untouched model
     _huge_step(safe_step, pristine, kind, x, y, big, dtype)
-    return (f"NaN input, ±inf target, overflowing loss, NaN and inf gradients (all of them, or one entry of one "
+    return (f"NaN input, ±inf target, overflowing loss, -inf loss, NaN and inf gradients (all of them, or one entry of one "
             f"bias) skipped with no backward() on a "
             f"non-finite loss and the weights untouched; huge finite gradients and a finite batch take exactly one "
             f"{_optimizer_text(opt).split('(')[0]} step ({setting})")
@@ -334,7 +353,7 @@ def _one_bad_entry(safe_step, pristine, kind, x, y, seed, rng):
             f"{mp.grad[index].item()} (1 non-finite value in {total}; {name}.grad has {param.numel()} entries)")
     loss_fn = _WatchedLoss(fn)
     with _Watch(model) as watch:
-        got = call(safe_step, model, (x, y), loss_fn, _optimizer(kind, model.parameters()), name="safe_step",
+        got = call(safe_step, model, (x, y), loss_fn, _optimizer(kind, model.parameters()), name="safe_step", hints=_HINTS,
                    where=f"on {what}")
     _expect_skipped(model, start, watch, loss_fn, got, what, bad)
 
@@ -414,7 +433,7 @@ def _huge_step(safe_step, pristine, kind, x, y, big, dtype):
             f"{g.abs().max().item():.3g}) but whose total norm overflows {str(dtype).replace('torch.', '')} to inf")
     watched = _WatchedLoss(fn)
     with _Watch(model) as watch:
-        got = call(safe_step, model, (x, y), watched, opt, name="safe_step", where=f"on {what}")
+        got = call(safe_step, model, (x, y), watched, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
     if got is None:
         hint = (f"it returned None without calling loss.backward() on a loss of {ref_loss.item():.3g}, which is "
                 "finite: only a NaN or inf loss is refused before backward()." if not watched.backward else
@@ -434,7 +453,7 @@ def _huge_hint(safe_step, pristine, kind, x, y, big, dtype):
     norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in m.parameters()])))
     if not math.isfinite(norm):
         return ""
-    got = call(safe_step, model, (x, y), fn, _optimizer(kind, model.parameters()), name="safe_step",
+    got = call(safe_step, model, (x, y), fn, _optimizer(kind, model.parameters()), name="safe_step", hints=_HINTS,
                where="on smaller finite gradients")
     name = str(dtype).replace("torch.", "")
     if got is not None:
@@ -453,8 +472,14 @@ def _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dty
     if torch.is_tensor(got):
         holds = (": it still holds its autograd graph (grad_fn), which keeps the step's activations alive for as long "
                  "as the value is kept" if got.requires_grad else ": a tensor, not a number (history and plots take numbers)")
+    stale = ""
+    if got is None and not watch.steps and all(g is not None and bool(torch.isfinite(g).all()) for g in watch.raw) \
+            and any(p.grad is not None and not bool(torch.isfinite(p.grad).all()) for p in model.parameters()):
+        stale = ("backward() gave finite gradients on this batch, but p.grad held NaN from before the call and "
+                 "backward() adds to it: call optimizer.zero_grad() before the forward pass, so old gradients never "
+                 "leak into this step.")
     expect(isinstance(got, float), f"safe_step's result on {what}", "the loss as a Python float (loss.item())",
-           f"{type(got).__name__} {got!r}{holds}")
+           f"{type(got).__name__} {got!r}{holds}", stale)
     expect(close(got, ref_loss.item(), rtol=1e-3 if dtype == torch.bfloat16 else 1e-4), f"the loss returned on {what}",
            f"{ref_loss.item():.6g}", f"{got:.6g}")
     others = [s for s in watch.steps if s["optimizer"] is not opt]
