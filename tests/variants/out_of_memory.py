@@ -342,8 +342,8 @@ BLIND2_RETURNS_LAST_PIECE_LOSS = '''def accumulate_step(model, batch, loss_fn, o
 VARIANTS["blind2_returns_last_piece_loss"] = {"cells": {'accumulate_step': BLIND2_RETURNS_LAST_PIECE_LOSS},
                                               "lost": {'check_one_step': "it is the loss of micro-batch 4 of 4 alone"}}
 
-# Blind round 3 (written from the release notebook alone): the cases it misgraded, and two messages made exact
-# (the mean divided twice now has a hint; a shape error on a notebook global no longer blames the layer sizes).
+# Blind round 3 (written from the release notebook alone): the cases it misgraded, and a message made exact
+# (a shape error on a notebook global blamed the layer sizes; it now says the tensor is not the batch's).
 
 BLIND3_STEP_WITH_CLOSURE = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
     """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
@@ -412,21 +412,6 @@ def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
 
 VARIANTS["blind3_targets_cast_long"] = {"cells": {"accumulate_step": BLIND3_TARGETS_CAST_LONG}, "lost": {'check_accumulated_grads': 'target with class probabilities'}}
 
-BLIND3_RETURNS_MEAN_DIVIDED_TWICE = '''import torch
-
-def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
-    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
-    inputs, targets = batch
-    optimizer.zero_grad()
-    total = 0.0
-    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
-        loss = loss_fn(model(xb), yb) / micro_batches
-        loss.backward()
-        total += loss.item()
-    optimizer.step()
-    return total / micro_batches                      # the mean over the micro-batches'''
-
-VARIANTS["blind3_returns_mean_divided_twice"] = {"cells": {"accumulate_step": BLIND3_RETURNS_MEAN_DIVIDED_TWICE}, "lost": {'check_one_step': 'the mean divided by micro_batches (4) once more'}}
 
 BLIND3_USES_NOTEBOOK_GLOBALS = '''import torch
 
