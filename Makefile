@@ -1,4 +1,4 @@
-# trainclinic: make lab | test | test-compat | release | bench | grade | gpu-check
+# trainclinic: make lab | test | test-compat | release | bench | grade | gpu-check | new-lesson | test-lesson
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 # torch first, pinned: a fresh venv resolving torch>=2.4 would download a multi-GB CUDA build.
@@ -8,7 +8,7 @@ PORT    ?= 8888
 PYTEST_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: venv lab test test-main test-compat compat-build release bench grade gpu-check chromium clean
+.PHONY: venv lab test test-main test-compat compat-build release bench grade gpu-check chromium clean new-lesson test-lesson
 
 venv: $(VENV)/.ready
 
@@ -49,6 +49,18 @@ compat-build:
 
 release: venv
 	$(PY) tools/release.py
+
+# A new lesson's skeleton (docs/lesson-template.md): make new-lesson N=07 SLUG=mixed_precision TITLE="Mixed precision"
+new-lesson: venv
+	@test -n "$(N)" -a -n "$(SLUG)" -a -n "$(TITLE)" || { echo 'usage: make new-lesson N=07 SLUG=mixed_precision TITLE="Mixed precision"'; exit 2; }
+	$(PY) tools/new_lesson.py $(N) $(SLUG) "$(TITLE)"
+
+# One lesson's inner loop, no browser: template, release, solution in a kernel, every variant, explore, quoted messages,
+# the 50-seed sweep and nbgrader grading of its core submissions. make test-lesson L=07 (a number, slug or folder)
+test-lesson: venv
+	@test -n "$(L)" || { echo "usage: make test-lesson L=07"; exit 2; }
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not browser" -p no:cacheprovider \
+		-k "$$($(PY) -c 'import sys; sys.path.insert(0, "."); from autograder.lessons import find; print(find(sys.argv[1]))' $(L)) or test_release_has_no_drift" $(PYTEST_ARGS)
 
 # Lesson timings, the live-plot stall check (BENCH_STALL_RUNS one-cell LivePlot notebooks, 0 stalls expected),
 # then grading a generated class of BENCH_STUDENTS x every lesson (about an hour at 40 on 2 cores).

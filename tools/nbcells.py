@@ -1,14 +1,8 @@
-"""Authoring helpers: build lesson notebooks with the right nbgrader metadata.
+"""The two stamped parts of every lesson: the Open in Colab badge and the locked setup cell's source.
 
-Used by whoever writes a lesson (see README, "Adding a lesson"); a notebook can equally be edited in
-JupyterLab with nbgrader's "Create Assignment" toolbar. Each cell is (kind, source, nbgrader, tags).
+Used by tools/release.py (stamping), tools/new_lesson.py (scaffolding) and the template test.
 """
-import json
-from pathlib import Path
-
-import nbformat
-
-__all__ = ["md", "code", "locked", "solution", "test", "repro", "write", "setup_source", "badge"]
+__all__ = ["setup_source", "badge"]
 
 REPO = "https://github.com/trainclinic/trainclinic"
 BRANCH = "main"
@@ -34,62 +28,3 @@ def setup_source(repo=REPO, branch=BRANCH, extra=""):
         + "device = tc.pick_device()\n"
         "tc.banner(device);"
     )
-
-
-
-
-def _meta(grade_id, *, grade=False, solution=False, locked=False, points=None):
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution, "task": False}
-    if points is not None:
-        meta["points"] = points
-    return meta
-
-
-def md(source, grade_id=None):
-    """A markdown cell (locked when it has a grade_id)."""
-    return ("markdown", source, _meta(grade_id, locked=True) if grade_id else None, [])
-
-
-def code(source, tags=()):
-    """A plain code cell the learner may edit and run."""
-    return ("code", source, None, list(tags))
-
-
-def repro(source):
-    """A code cell that raises on purpose (tagged raises-exception so runners continue)."""
-    return ("code", source, None, ["raises-exception"])
-
-
-def locked(grade_id, source):
-    """A read-only code cell (nbgrader restores it when grading)."""
-    return ("code", source, _meta(grade_id, locked=True), [])
-
-
-def solution(grade_id, source):
-    """An answer cell: the reference between ### BEGIN SOLUTION / ### END SOLUTION is stripped on release."""
-    return ("code", source, _meta(grade_id, solution=True), [])
-
-
-def test(grade_id, points, source):
-    """An autograded test cell worth `points`."""
-    return ("code", source, _meta(grade_id, grade=True, locked=True, points=points), [])
-
-
-def write(path, cells):
-    """Write the cells as a notebook with outputs stripped."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata = {
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
-    }
-    for kind, source, meta, tags in cells:
-        cell = nbformat.v4.new_markdown_cell(source) if kind == "markdown" else nbformat.v4.new_code_cell(source)
-        cell.pop("id", None)
-        if meta:
-            cell.metadata["nbgrader"] = meta
-        if tags:
-            cell.metadata["tags"] = tags
-        nb.cells.append(cell)
-    nb.nbformat_minor = 4  # nbgrader strips cell ids; 4.4 has none
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
