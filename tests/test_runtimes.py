@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +95,16 @@ def test_solution_runs_in_a_kernel(lesson, executed):
     found = problems(nb, live=True) + ([f"execution stopped: {run['failed']}"] if run["failed"] else [])
     _report("solution", lesson, "reference", {"passed": not found, "seconds": run["seconds"], "problems": found})
     assert not found, f"{lesson} on {RUNTIME}:\n- " + "\n- ".join(found)
+
+
+def test_learner_runtimes_have_no_nbgrader():
+    """colab and floor are a learner's machine: no nbgrader, so the solution runs above prove the visible and hidden
+    checks pass without it (a learner in Colab never installs it)."""
+    import importlib.util
+
+    if RUNTIME not in ("colab", "floor"):
+        pytest.skip(f"{RUNTIME} is an instructor's runtime (nbgrader installed on purpose)")
+    assert importlib.util.find_spec("nbgrader") is None, f"nbgrader is installed on {RUNTIME}"
 
 
 # ---- variants, through the fork server ------------------------------------------------------------------
