@@ -394,3 +394,29 @@ def safe_step(model, batch, loss_fn, optimizer):
 
 VARIANTS["blind3_misses_negative_inf_loss"] = {"cells": {"safe_step": BLIND3_MISSES_NEGATIVE_INF_LOSS},
                                                "lost": {"check_safe_step": "-inf is not finite either"}}
+
+# The same class of defect as lesson 03's blind3_step_with_closure: an optimizer step pre-hook fires before the
+# closure of optimizer.step(closure) runs, so the check read the gradients before the update's own (None, here).
+STEP_WITH_CLOSURE = '''import torch
+
+def safe_step(model, batch, loss_fn, optimizer):
+    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""
+    x, y = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    if not torch.isfinite(loss):
+        return None
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params, retain_graph=True)   # look first, without touching p.grad
+    if not all(torch.isfinite(g).all() for g in grads):
+        return None
+
+    def closure():                   # the optimizer's own protocol: it calls this, then updates
+        optimizer.zero_grad()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return loss.item()'''
+
+VARIANTS["step_with_closure"] = {"cells": {"safe_step": STEP_WITH_CLOSURE}, "lost": {}}

@@ -104,9 +104,16 @@ class _WatchedLoss:
         self.backward = True
 
 
+def _same(a, b):
+    """Two lists of gradients (None: no gradient) hold the same values, NaN and inf included."""
+    return all((x is None) == (y is None) and (x is None or (x.shape == y.shape and bool(
+        torch.isclose(x, y, rtol=1e-5, atol=0, equal_nan=True).all()))) for x, y in zip(a, b))
+
+
 class _Watch:
     """While active: every optimizer.step() (torch's global step pre-hook: the optimizer, and the gradients it is
-    about to use) and every gradient backward() writes for `model`'s parameters (parameter hooks)."""
+    about to use; with step(closure), those the closure leaves) and every gradient backward() writes for `model`'s
+    parameters (parameter hooks)."""
 
     def __init__(self, model):
         self.params = list(model.parameters())
@@ -136,7 +143,28 @@ class _Watch:
         return hook
 
     def _step(self, optimizer, args, kwargs):
-        self.steps.append({"optimizer": optimizer, "raw": list(self._raw),
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args: (optimizer, closure?)
+        if closure is None:
+            self._record(optimizer, self._raw)
+            return None
+
+        def recorded():  # optimizer.step(closure) updates with the gradients the closure leaves: record them then
+            before, self._raw = self._raw, [None] * len(self.params)
+            loss = closure()
+            mine, self._raw = self._raw, before
+            if any(g is not None for g in mine):  # it backpropagated: onto zeroed gradients, or onto the earlier ones
+                added = [b if g is None else g if b is None else b + g for b, g in zip(before, mine)]
+                now = [None if p.grad is None else p.grad.detach() for p in self.params]
+                self._raw = added if _same(added, now) and not _same(mine, now) else mine
+            self._record(optimizer, self._raw)
+            return loss
+
+        if "closure" in kwargs:
+            return args, dict(kwargs, closure=recorded)
+        return (args[0], recorded, *args[2:]), kwargs
+
+    def _record(self, optimizer, raw):
+        self.steps.append({"optimizer": optimizer, "raw": list(raw),
                            "grads": [None if p.grad is None else p.grad.detach().clone() for p in self.params]})
         self._raw = [None] * len(self.params)
 
