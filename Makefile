@@ -36,7 +36,7 @@ test: venv chromium
 	  $(MAKE) test-compat || status=1; cat artifacts/compat-build.log; exit $$status
 
 test-main: venv chromium
-	$(PY) -m pytest -n 2 --dist loadgroup -m "not runtime" $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not runtime" --durations=25 $(PYTEST_ARGS)
 
 # COMPAT_ENVS: any of colab floor pins (default: all); each runs tests/test_runtimes.py and the unit tests.
 COMPAT_ENVS ?=
