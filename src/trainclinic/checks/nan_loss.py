@@ -463,8 +463,12 @@ def _huge_step(safe_step, pristine, kind, x, y, big, dtype):
     with _Watch(model) as watch:
         got = call(safe_step, model, (x, y), watched, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
     if got is None:
-        hint = (f"it returned None without calling loss.backward() on a loss of {ref_loss.item():.3g}, which is "
-                "finite: only a NaN or inf loss is refused before backward()." if not watched.backward else
+        value = ref_loss.item()
+        narrow = (f" ({value:.3g} is finite in {str(dtype).replace('torch.', '')} but above float32's largest, "
+                  f"3.4e+38: a cast to float32, e.g. .float(), turns it into inf; test the loss in its own dtype)"
+                  if abs(value) > torch.finfo(torch.float32).max and dtype == torch.float64 else "")
+        hint = (f"it returned None without calling loss.backward() on a loss of {value:.3g}, which is "
+                f"finite: only a NaN or inf loss is refused before backward(){narrow}." if not watched.backward else
                 _huge_hint(safe_step, pristine, kind, x, y, big, dtype))
         expect(False, f"safe_step on {what}", "a step (no gradient holds NaN or inf), and the loss returned",
                "None (no step)", hint)
