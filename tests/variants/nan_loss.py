@@ -420,3 +420,25 @@ def safe_step(model, batch, loss_fn, optimizer):
     return loss.item()'''
 
 VARIANTS["step_with_closure"] = {"cells": {"safe_step": STEP_WITH_CLOSURE}, "lost": {}}
+
+# Blind round 4: a correct stable_lr that searches with the notebook's own SEEDS (and cpu_model, train). The grading
+# fast path of the sweep cell once rebound SEEDS to one seed under the grader, so this search picked 0.1 there.
+BLIND4_LR_CHOSEN_OVER_ALL_SEEDS = '''LR = None  # your stable learning rate
+def _worst_end(lr):
+    worst = 0.0
+    for seed in SEEDS:
+        data = tc.regression(n=256, features=8, noise=0.1, seed=seed)
+        try:
+            losses = train(cpu_model(seed), tc.loader(data, batch_size=32, seed=seed), lr, 60)["loss"]
+        except FloatingPointError:
+            return math.inf
+        worst = max(worst, sum(losses[-5:]) / 5 / losses[0])
+    return worst
+
+for candidate in [0.3, 0.2, 0.1, 0.07, 0.05, 0.03]:
+    if _worst_end(candidate) < 0.05:
+        LR = candidate
+        break
+print("LR =", LR)'''
+
+VARIANTS["blind4_lr_chosen_over_all_seeds"] = {"cells": {"stable_lr": BLIND4_LR_CHOSEN_OVER_ALL_SEEDS}, "lost": {}}
