@@ -32,10 +32,10 @@ def text(cell):
 
 def outputs_text(cell):
     """Everything a code cell printed or raised, as one string."""
-    parts = []
+    parts = []  # a kernel may flush one print() as several stream outputs: streams join with nothing between
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream":
             parts.append("".join(out.get("text", "")))
         elif out.get("output_type") == "error":
-            parts.append(f"{out.get('ename')}: {out.get('evalue')}")
-    return "\n".join(parts)
+            parts.append(f"\n{out.get('ename')}: {out.get('evalue')}\n")
+    return "".join(parts)
