@@ -115,17 +115,18 @@ def test_corpus_grade(graded, student):
             assert bad not in text, f"{student}: {bad!r} in its outputs"
 
 
-# The other lessons: correct, blank and the forced passes that patch their checks, graded together in one run (each lesson's wrong fixes
-# are graded through nbgrader itself in test_grading.py, and every one through the fork server in test_runtimes.py).
+# The other lessons: correct and the forced passes that patch their checks, graded together in one run (each lesson's blank and
+# wrong fixes are graded through nbgrader itself in test_grading.py, and every one through the fork server in test_runtimes.py).
 OTHERS = LESSONS[1:]
 PER_LESSON_FORCED = ("patches-checks", "patches-during-check")
 
 
 def _picked(lesson):
-    # wrong fixes are graded through nbgrader per lesson by tests/test_grading.py, every one by test_runtimes.py;
-    # the forced passes that patch the lesson's own check module run on every lesson, the generic ones (a fake
-    # CheckFailed, the guard switched off) on the first lesson's corpus only
-    return ("correct", "blank", *PER_LESSON_FORCED)
+    # the blank and the wrong fixes are graded through nbgrader per lesson by tests/test_grading.py, every one by
+    # test_runtimes.py; "correct" proves the lesson earns full marks in the grader's sandbox; the forced passes that
+    # patch the lesson's own check module run on every lesson, the generic ones (a fake CheckFailed, the guard
+    # switched off) on the first lesson's corpus only
+    return ("correct", *PER_LESSON_FORCED)
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +145,7 @@ def lessons_graded(tmp_path_factory):
 @pytest.mark.xdist_group("grade-cli-lessons")
 @pytest.mark.parametrize("lesson,student", [(l, s) for l in OTHERS for s in _picked(l)])
 def test_lessons_corpus_grade(lessons_graded, lesson, student):
-    """On every lesson: full marks, zero, and no forced pass passes."""
+    """On every lesson: full marks in the sandbox, and no forced pass passes."""
     expected, out, summary = lessons_graded
     want = expected[(student, lesson)]
     row = rows(out)[(student, lesson)]
