@@ -694,3 +694,39 @@ def train_step(model, batch, loss_fn, optimizer, device):
 }
 for _name, (_cell, _source, _lost) in BLIND3.items():
     VARIANTS[f"blind3_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+# Blind round 4: the cases it misgraded (now fixed in the check, or the expectation judged against the text).
+BLIND4 = {
+    # a NumPy array is a non-tensor item: the text says to leave those as they are (the sweep had none)
+    "to_device_converts_numpy_arrays": ('to_device', '''import numpy as np
+
+def to_device(batch, device):
+    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""
+    def move(v):
+        if isinstance(v, np.ndarray):          # arrays from a NumPy dataset: make them tensors too
+            v = torch.from_numpy(v)
+        return v.to(device) if isinstance(v, torch.Tensor) else v
+    if isinstance(batch, dict):
+        return {k: move(v) for k, v in batch.items()}
+    return type(batch)(move(v) for v in batch)''', {"check_to_device": "move only the tensors"}),
+    # judges the whole batch by its first tensor: a batch that arrives partly moved keeps the rest behind
+    "to_device_early_exit_first_tensor_on_device": ('to_device', '''def to_device(batch, device):
+    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""
+    values = list(batch.values()) if isinstance(batch, dict) else list(batch)
+    tensors = [v for v in values if torch.is_tensor(v)]
+    if tensors and tensors[0].device == torch.device(device):
+        return batch                      # the inputs are already there: nothing to do
+    move = lambda v: v.to(device) if torch.is_tensor(v) else v
+    if isinstance(batch, dict):
+        return {k: move(v) for k, v in batch.items()}
+    return type(batch)(move(v) for v in batch)''', {"check_to_device": "already on cuda:0, the rest elsewhere"}),
+    # correct per the text ("created on the logits' device, with their dtype"), as the reference does: the formula
+    # in the logits' dtype is exact for the lesson's counts and dtypes (float16 is not among them)
+    "cwl_counts_in_logits_dtype": ('class_weighted_loss', '''def class_weighted_loss(logits, targets, class_counts):
+    """Cross-entropy with balanced class weights, built on the logits' device."""
+    counts = torch.tensor(class_counts, device=logits.device, dtype=logits.dtype)
+    weight = counts.sum() / (counts.numel() * counts)      # the formula, all in the logits' dtype
+    return nn.functional.cross_entropy(logits, targets, weight=weight)''', {}),
+}
+for _name, (_cell, _source, _lost) in BLIND4.items():
+    VARIANTS[f"blind4_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

@@ -7,6 +7,7 @@ machine. `seed` drives a sweep: batch sizes (a batch of one included), widths, c
 """
 import copy
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -58,8 +59,19 @@ def _sample_batches(seed):
     tup = (x, y, w) if seed % 3 != 1 else (x, y, "train", w)
     lst = [x, y, w, ids] if seed % 2 == 0 else [ids, x, y, w, 3]
     scalar = torch.tensor(0.5, dtype=x.dtype) if seed % 2 else torch.tensor(seed + 3)  # a 0-d tensor is a tensor too
-    dct = {"inputs": x, "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None, "step": scalar}
+    raw = np.arange(n, dtype=np.int64)  # a NumPy array from the dataset: not a tensor, so it stays as it is
+    dct = {"inputs": x, "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None, "step": scalar, "index": raw}
     return [tup, lst, dct]
+
+
+def _partly_moved(batch, move):
+    """The batch with its FIRST tensor already moved by `move`, the others where they were: a batch can arrive
+    partly moved, so one tensor's device says nothing about the others'."""
+    keys = list(batch) if isinstance(batch, dict) else list(range(len(batch)))
+    first = next(k for k in keys if torch.is_tensor(batch[k]))
+    if isinstance(batch, dict):
+        return {k: move(v) if k == first else v for k, v in batch.items()}
+    return type(batch)(move(v) if i == first else v for i, v in enumerate(batch))
 
 
 def _items(batch):
@@ -92,8 +104,11 @@ def _verify_moved(to_device, batch, device, real=True):
     tensors = [(label, value, got[label]) for label, value in want.items() if torch.is_tensor(value)]
     for label, value in want.items():
         if not torch.is_tensor(value):
-            expect(got[label] is value or (not torch.is_tensor(got[label]) and got[label] == value), label,
-                   f"unchanged ({_short(value)} is not a tensor)", _short(got[label]))
+            expect(got[label] is value or (type(got[label]) is type(value) and not isinstance(value, np.ndarray)
+                                           and got[label] == value), label,
+                   f"unchanged, the same {type(value).__name__} ({_short(value)} is not a tensor)",
+                   f"{'a tensor ' if torch.is_tensor(got[label]) else ''}{_short(got[label])}",
+                   "move only the tensors; leave every other item as it is." if torch.is_tensor(got[label]) else "")
     for label, value, moved in tensors:
         expect(torch.is_tensor(moved), label, "a tensor", type(moved).__name__)
     stayed = [(label, moved) for label, _, moved in tensors if not same_device(moved, device)]
@@ -105,9 +120,13 @@ def _verify_moved(to_device, batch, device, real=True):
             scalars = [label for label, m in stayed if m.dim() == 0]
             what = (f" ({', '.join(scalars)} {'is a 0-d tensor' if len(scalars) == 1 else 'are 0-d tensors'})"
                     if scalars else "")
+            already = [label for label, v, _ in tensors if same_device(v, device)]
+            came = (f"; the batch came with {', '.join(already)} already on {device}, the rest elsewhere"
+                    if already else "")
             raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device}, observed "
-                              f"{moved_names} on {device} but {names}{what}.\nHint: move every tensor of the batch, "
-                              f"whatever its position, name, dtype or shape (0-d tensors included).")
+                              f"{moved_names} on {device} but {names}{what}{came}.\nHint: move every tensor of the "
+                              f"batch, whatever its position, name, dtype, shape (0-d tensors included) or the device "
+                              f"of the others.")
         if all(m.device == v.device for _, v, m in tensors):
             raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device}, observed all "
                               f"{len(tensors)} still on {', '.join(where)}, where they were.\nHint: the result must hold "
@@ -119,7 +138,7 @@ def _verify_moved(to_device, batch, device, real=True):
         expect(moved.dtype == value.dtype and moved.shape == value.shape, label,
                f"dtype {value.dtype} and shape {tuple(value.shape)} kept", f"{moved.dtype}, {tuple(moved.shape)}")
         if real:
-            expect(torch.equal(moved.cpu(), value), label, "the same values", "different values")
+            expect(torch.equal(moved.cpu(), value.cpu()), label, "the same values", "different values")
 
 
 @check("to_device")
@@ -129,10 +148,13 @@ def check_to_device(to_device, seed=0):
     for device in devices():
         for batch in batches:
             _verify_moved(to_device, batch, device)
+            if device.type != "cpu":  # its first tensor already there, the others on the CPU
+                _verify_moved(to_device, _partly_moved(batch, lambda t: t.to(device)), device)
 
     def probe(sim):
         for batch in batches:
             _verify_moved(to_device, batch, sim.device, real=False)
+            _verify_moved(to_device, _partly_moved(batch, sim.tensor), sim.device, real=False)
 
     where = _gpu_probe(probe)
     return f"tuple, list and dict batches moved to {', '.join(map(str, devices()))}{where}; types and non-tensors kept"
