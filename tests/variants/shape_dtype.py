@@ -281,3 +281,19 @@ BLIND3 = {
 }
 for _name, (_cell, _source, _lost) in BLIND3.items():
     VARIANTS[f"blind3_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+# Blind round 4: the case it misgraded (now fixed in the check).
+BLIND4 = {
+    # ReLU6 equals ReLU on the small activations of images in [0, 1]: the check now also feeds a wide range
+    "model_relu6": ('build_model', '''def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    return nn.Sequential(
+        nn.Conv2d(1, 8, kernel_size=3, padding=1),
+        nn.ReLU6(),                          # a bounded ReLU, as in MobileNet
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(8 * (size // 2) ** 2, classes),
+    )''', {"check_build_model": "with ReLU6 (activations clipped at 6) instead of ReLU"}),
+}
+for _name, (_cell, _source, _lost) in BLIND4.items():
+    VARIANTS[f"blind4_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

@@ -206,6 +206,9 @@ def _architecture(model, x, size, classes):
     lin_w = next(p for p in params if tuple(p.shape) == want["Linear weight"])
     conv_bs = [p for p in params if tuple(p.shape) == want["conv bias"]]
     lin_bs = [p for p in params if tuple(p.shape) == want["Linear bias"]]
+    # the batch, and the same images spread over [-20, 20]: an activation that equals ReLU on small values only
+    # (ReLU6, a clamp) differs from it there (3a keeps the values as they are, whatever their range)
+    x = torch.cat([x, (x - 0.5) * 40])
     model.eval()
     with torch.no_grad():
         got = call(model, x, hints=HINTS, name="your model", where="in eval mode")
@@ -224,12 +227,14 @@ def _architecture(model, x, size, classes):
         layers = "the exercise asks for a conv, a ReLU, a MaxPool2d(2), a flatten and a Linear, in that order."
         logits = "return the Linear's raw logits: CrossEntropyLoss applies the log-softmax itself."
         like = [("without the ReLU", net(cb, lb, act=lambda t: t), layers),
+                ("with ReLU6 (activations clipped at 6) instead of ReLU", net(cb, lb, act=F.relu6), layers),
                 ("with average pooling instead of max pooling", net(cb, lb, pool=F.avg_pool2d), layers),
                 ("followed by a softmax", net(cb, lb).softmax(1), logits),
                 ("followed by a log-softmax", net(cb, lb).log_softmax(1), logits)]
         seen = next(((what, hint) for what, out, hint in like if close(got, out, rtol=1e-4, atol=1e-5)), None)
     raise CheckFailed(
-        f"the output of build_model({size}, {classes}) in eval mode: expected the lesson's network computed with the "
+        f"the output of build_model({size}, {classes}) in eval mode, on images with values in [0, 1] and the same "
+        f"spread over [-20, 20]: expected the lesson's network computed with the "
         "model's own conv and Linear weights, Linear(flatten(MaxPool2d(2)(ReLU(Conv2d(x))))), observed a different "
         f"function (max difference {diff:.3g})" + (f": it equals that network {seen[0]}.\nHint: {seen[1]}" if seen else "."))
 
