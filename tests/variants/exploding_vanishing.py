@@ -354,3 +354,21 @@ VARIANTS = {
         },
         "lost": {'check_clipped_step': 'autograd when clipped_step returns'}},
 }
+
+# Blind round 4: the case it misgraded (now fixed in the check: odd seeds sweep narrow widths, 12 and 14).
+BLIND4 = {
+    # He's std for the lesson's width 32 hard-coded: right at 32, too small for narrower layers
+    "bd_he_std_hardcoded_for_width_32": ('build_deep_net', '''def build_deep_net(inputs, hidden, outputs, depth):
+    """A `depth`-layer MLP whose gradients reach its first layer."""
+    std = (2 / 32) ** 0.5                     # He initialisation: sqrt(2 / fan_in)
+    layers = []
+    for i in range(depth):
+        linear = nn.Linear(inputs if i == 0 else hidden, hidden)
+        nn.init.normal_(linear.weight, 0.0, std)
+        nn.init.zeros_(linear.bias)
+        layers += [linear, nn.ReLU()]
+    layers.append(nn.Linear(hidden, outputs))
+    return nn.Sequential(*layers)''', {"check_build_deep_net": "below He initialisation's sqrt(2 / fan_in) = sqrt(2 / 14)"}),
+}
+for _name, (_cell, _source, _lost) in BLIND4.items():
+    VARIANTS[f"blind4_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
