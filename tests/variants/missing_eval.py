@@ -330,3 +330,24 @@ VARIANTS = {
         },
         "lost": {'check_train_epoch': 'switched to eval mode during the epoch'}},
 }
+
+# Blind round 4: the case it misgraded (now fixed in the check: a loader in another order, with varied predictions).
+BLIND4 = {
+    # labels from loader.dataset in the data set's order: right only for an unshuffled loader over the whole set
+    "ev_labels_taken_from_dataset_order": ('evaluate', '''def evaluate(model, loader):
+    """Accuracy of `model` on `loader`, in eval mode without autograd; the model's mode is restored."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    predictions = []
+    with torch.no_grad():
+        for x, _ in loader:
+            predictions.append(model(x.to(device)).argmax(1).cpu())
+    model.train(was_training)
+    predicted = torch.cat(predictions)
+    labels = loader.dataset.tensors[1][: len(predicted)]   # the labels, in the dataset's order
+    return (predicted == labels).float().mean().item()''',
+                                           {"check_evaluate_eval": "compared with the labels in the data set's order"}),
+}
+for _name, (_cell, _source, _lost) in BLIND4.items():
+    VARIANTS[f"blind4_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

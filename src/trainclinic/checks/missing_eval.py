@@ -207,6 +207,7 @@ def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
                "count correct predictions (argmax of the logits == label) over every batch and divide by the number "
                "of samples seen (a short last batch counts its own size), not by the number of batches.")
     _dropped_last(evaluate, model, loader, device, c)
+    _shuffled(evaluate, model, loader, device, c, seed)
 
     def probe(fake, cpu_loader):
         call(evaluate, fake, cpu_loader, name="evaluate", where="on a model on a simulated cuda:0")
@@ -251,6 +252,43 @@ def _dropped_last(evaluate, model, loader, device, c):
            f"that is {correct} / {total}, the size of loader.dataset: divide by the samples the loader yielded "
            "(count len(y) of each batch): a loader may skip some (drop_last, a sampler)."
            if total and abs(acc - correct / total) < 1e-9 else "")
+
+
+def _shuffled(evaluate, model, loader, device, c, seed):
+    """The accuracy over a loader that yields its data set in another order (as shuffle=True or a sampler does).
+
+    An untrained model predicts nearly one class, so any pairing of predictions and labels scores alike: here the
+    samples are picked for predictions of every class, and labelled so that the right pairing scores about 2/3."""
+    n, classes = len(loader.dataset), c["classes"]
+    g = torch.Generator().manual_seed(seed + 11)
+    pool = torch.randn(40 * n, c["inputs"], generator=g, dtype=torch.float64).to(c["dtype"]) * 3
+    ref = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        predicted = ref(pool.to(device)).argmax(1).cpu()
+    by_class = [torch.nonzero(predicted == k).flatten().tolist() for k in range(classes)]
+    by_class = [idx for idx in by_class if idx]
+    if len(by_class) < 2:
+        return  # this model predicts one class whatever the input: the order cannot show
+    picked = [by_class[i % len(by_class)][i // len(by_class)] for i in range(n)
+              if i // len(by_class) < len(by_class[i % len(by_class)])]
+    x, pred = pool[picked], predicted[picked]
+    y = torch.where(torch.rand(len(picked), generator=g) < 1 / 3, (pred + 1) % classes, pred)
+    dataset = TensorDataset(x, y)
+    order = torch.randperm(len(picked), generator=g).tolist()
+    mixed = DataLoader(dataset, batch_size=c["batch_size"], sampler=order)
+    ref_logits, ref_acc = _reference(model, mixed, device)
+    model.train()
+    got, _ = _evaluate(evaluate, model, mixed, where="on a loader in another order")
+    acc = _accuracy(got)
+    if abs(acc - ref_acc) < 1e-6:
+        return
+    in_dataset_order = (ref_logits.argmax(1) == y).double().mean().item()
+    expect(False, f"the accuracy returned on a loader that yields its {len(picked)} samples in another order (a "
+           f"sampler, as shuffle=True uses; batches of {c['batch_size']})",
+           f"{ref_acc:.4f} (correct / total, each prediction against the label yielded with its sample)", f"{acc:.4f}",
+           f"that is the predictions compared with the labels in the data set's order ({in_dataset_order:.4f}): "
+           "compare each batch's predictions with the labels the loader yields with that batch."
+           if abs(acc - in_dataset_order) < 1e-6 else "")
 
 
 @check("evaluate_no_grad")
