@@ -287,8 +287,9 @@ amp_steps(torch.bfloat16)
 # - if the loss is not finite (NaN, `inf` or `-inf`), return `None` **without** calling `backward()` or
 #   `optimizer.step()`;
 # - otherwise backpropagate; if any gradient holds NaN or inf, return `None` without stepping (a finite loss can
-#   still have NaN gradients: you saw one above). Test the gradients themselves, not their total norm: a norm is a
-#   sum of squares and overflows to `inf` while every gradient is still finite;
+#   still have NaN gradients: you saw one above). Test the gradients themselves, not a total over them (their norm,
+#   their sum): a norm is a sum of squares, and it (or a plain sum) overflows to `inf` while every gradient is still
+#   finite;
 # - otherwise take one step of the `optimizer` you were given, on the gradients as `backward()` left them (no
 #   clipping: this exercise is the safety net, not a cure), and return the loss as a Python float (`loss.item()`).
 #

@@ -442,3 +442,77 @@ for candidate in [0.3, 0.2, 0.1, 0.07, 0.05, 0.03]:
 print("LR =", LR)'''
 
 VARIANTS["blind4_lr_chosen_over_all_seeds"] = {"cells": {"stable_lr": BLIND4_LR_CHOSEN_OVER_ALL_SEEDS}, "lost": {}}
+
+
+# Blind round 4: tests the SUM of the gradients. check_safe_step's huge gradients overflowed only their norm (a sum of
+# entries of both signs stayed finite); a new case has every entry finite, of one sign, 0.6 of the dtype's largest, so
+# any sum over two of them or more overflows, and a normal step is expected.
+BLIND4_SUM_OF_GRADIENTS_OVERFLOWS = '''import torch
+
+def safe_step(model, batch, loss_fn, optimizer):
+    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""
+    optimizer.zero_grad()
+    loss = loss_fn(model(batch[0]), batch[1])
+    if not torch.isfinite(loss):
+        return None
+    loss.backward()
+    total = sum(p.grad.sum() for p in model.parameters() if p.grad is not None)
+    if not torch.isfinite(total):
+        return None
+    optimizer.step()
+    return loss.item()'''
+
+VARIANTS["blind4_sum_of_gradients_overflows"] = {"cells": {"safe_step": BLIND4_SUM_OF_GRADIENTS_OVERFLOWS}, "lost": {"check_safe_step": "so that their sum overflows"}}
+
+# history["grad_norm"] read before the step: check_train never compared the norms with the steps' gradients. It now
+# expects tc.grad_norm(model) after step t (the norm of the gradients that step used), and names the shift.
+BLIND4_GRAD_NORM_RECORDED_BEFORE_STEP = '''import torch
+from torch import nn
+
+def train(model, loader, lr, steps):
+    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loss_fn = nn.MSELoss()
+    history = {"step": [], "loss": [], "grad_norm": []}
+    step = 0
+    while step < steps:
+        for batch in loader:
+            if step == steps:
+                break
+            gn = tc.grad_norm(model)
+            loss = safe_step(model, batch, loss_fn, optimizer)
+            if loss is None:
+                raise FloatingPointError(f"non-finite loss or gradient at step {step}")
+            history["step"].append(step)
+            history["loss"].append(loss)
+            history["grad_norm"].append(gn)
+            step += 1
+    return history'''
+
+VARIANTS["blind4_grad_norm_recorded_before_step"] = {"cells": {"train": BLIND4_GRAD_NORM_RECORDED_BEFORE_STEP}, "lost": {"check_train": "read tc.grad_norm(model) after safe_step"}}
+
+# history values as tuples (zip(*records)): check_train took tuples where the text asks for lists.
+BLIND4_HISTORY_TUPLES_FROM_ZIP = '''import torch
+from torch import nn
+
+def train(model, loader, lr, steps):
+    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loss_fn = nn.MSELoss()
+    history = {"step": [], "loss": [], "grad_norm": []}
+    records = []
+    step = 0
+    while step < steps:
+        for batch in loader:
+            if step == steps:
+                break
+            loss = safe_step(model, batch, loss_fn, optimizer)
+            if loss is None:
+                raise FloatingPointError(f"non-finite loss or gradient at step {step}")
+            records.append((step, loss, tc.grad_norm(model)))
+            step += 1
+    if records:
+        history["step"], history["loss"], history["grad_norm"] = zip(*records)
+    return history'''
+
+VARIANTS["blind4_history_tuples_from_zip"] = {"cells": {"train": BLIND4_HISTORY_TUPLES_FROM_ZIP}, "lost": {"check_train": "'step': tuple, 'loss': tuple, 'grad_norm': tuple"}}

@@ -342,9 +342,12 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
                      f"{flat(ref_grads).norm().item():.3g}) with NaN gradients left in p.grad from before", dtype)
     # huge but finite gradients (their norm overflows): a normal step, on a copy of the untouched model
     _huge_step(safe_step, pristine, kind, x, y, big, dtype)
+    # larger still, all of one sign: every entry finite, their sums overflow too (a test on a sum is not on the gradients)
+    _sum_overflow_step(safe_step, pristine, kind, x, y, dtype)
     return (f"NaN input, ±inf target, overflowing loss, -inf loss, NaN and inf gradients (all of them, or one entry of one "
             f"bias) skipped with no backward() on a "
-            f"non-finite loss and the weights untouched; huge finite gradients and a finite batch take exactly one "
+            f"non-finite loss and the weights untouched; huge finite gradients (whose norm, or even sum, overflows) "
+            f"and a finite batch take exactly one "
             f"{_optimizer_text(opt).split('(')[0]} step ({setting})")
 
 
@@ -470,6 +473,47 @@ def _huge_step(safe_step, pristine, kind, x, y, big, dtype):
         hint = (f"it returned None without calling loss.backward() on a loss of {value:.3g}, which is "
                 f"finite: only a NaN or inf loss is refused before backward(){narrow}." if not watched.backward else
                 _huge_hint(safe_step, pristine, kind, x, y, big, dtype))
+        expect(False, f"safe_step on {what}", "a step (no gradient holds NaN or inf), and the loss returned",
+               "None (no step)", hint)
+    _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
+
+
+def _same_sign_loss(model, push):
+    """The mean squared error plus a term that is 0 in value but adds `push` to every entry of every gradient."""
+    params = list(model.parameters())
+
+    def loss(output, target):
+        return _mse(output, target) + push * sum((p - p.detach()).sum() for p in params)
+    return loss
+
+
+def _sum_overflow_step(safe_step, pristine, kind, x, y, dtype):
+    """Gradients whose every entry is finite (0.6 of the dtype's largest, one sign) but whose sum, over all of them or
+    over any parameter with two entries or more, overflows to inf: safe_step must take a normal step."""
+    name = str(dtype).replace("torch.", "")
+    push = 0.6 * torch.finfo(dtype).max
+    model, ref = copy.deepcopy(pristine), copy.deepcopy(pristine)
+    opt, ref_opt = _optimizer(kind, model.parameters()), _optimizer(kind, ref.parameters())
+    ref_loss = _same_sign_loss(ref, push)(ref(x), y)
+    ref_loss.backward()
+    ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
+    total = sum(p.grad.sum() for p in ref.parameters())
+    if not (bool(torch.isfinite(ref_loss)) and bool(torch.isfinite(flat(ref_grads)).all())
+            and not bool(torch.isfinite(total))):
+        raise RuntimeError(f"check_safe_step's same-sign huge-gradient case is broken on torch {torch.__version__}")
+    ref_opt.step()
+    largest = flat(ref_grads).abs().max().item()
+    what = (f"a finite loss ({ref_loss.item():.3g}) whose gradients are all finite, every entry near {push:.3g} (one "
+            f"sign, largest |grad| {largest:.3g}), so that their sum overflows {name} to inf")
+    watched = _WatchedLoss(_same_sign_loss(model, push))
+    with _Watch(model) as watch:
+        got = call(safe_step, model, (x, y), watched, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
+    if got is None:
+        hint = (f"it returned None without calling loss.backward() on a loss of {ref_loss.item():.3g}, which is "
+                "finite: only a NaN or inf loss is refused before backward()." if not watched.backward else
+                f"every gradient entry here is finite in {name}, so what safe_step found non-finite was computed "
+                "from them: a total over finite gradients (a sum, a mean, a norm) overflows to inf. Test the "
+                "gradients as they are: torch.isfinite(p.grad).all().")
         expect(False, f"safe_step on {what}", "a step (no gradient holds NaN or inf), and the loss returned",
                "None (no step)", hint)
     _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
@@ -687,9 +731,15 @@ def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, 
     expect(kind == "returned", where, "a history (at this rate every loss and gradient stays finite)",
            kind == "raised" and _raised(result))
     keys = ("step", "loss", "grad_norm")
-    ok = isinstance(result, dict) and all(isinstance(result.get(k), (list, tuple)) for k in keys)
-    expect(ok, "train's result", 'a dict {"step": [...], "loss": [...], "grad_norm": [...]} of lists',
-           f"a dict with keys {sorted(result)}" if isinstance(result, dict) else type(result).__name__)
+    ok = isinstance(result, dict) and all(isinstance(result.get(k), list) for k in keys)
+    observed = type(result).__name__
+    if isinstance(result, dict):
+        kinds = ", ".join(f"{k!r}: {type(result[k]).__name__}" for k in keys if k in result)
+        observed = (f"a dict with keys {sorted(map(str, result))}" if not all(k in result for k in keys) else
+                    f"a dict whose values are {kinds}")
+    expect(ok, "train's result", 'a dict {"step": [...], "loss": [...], "grad_norm": [...]} of lists', observed,
+           "the text asks for lists: make each value a list (list(...) turns a tuple into one)." if isinstance(result, dict) and all(
+               isinstance(result.get(k), tuple) for k in keys) else "")
     losses = list(result["loss"])
     one_pass = len(losses) == batches and steps > batches
     expect(len(losses) == steps, f"the losses recorded by {where}",
@@ -708,6 +758,7 @@ def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, 
            'history["grad_norm"]', f"{steps} numbers (tc.grad_norm(model) after each step)",
            f"{len(norms)} entries, e.g. {norms[:2]!r}")
     _expect_plain_sgd(watch, model, lr, where)
+    _expect_grad_norms(watch, norms, steps, where)
     _expect_batches(seen, losses, ds, batches, n, steps, where)
     with torch.no_grad():
         before, after = (_mse(m(ds.tensors[0]), ds.tensors[1]).item() for m in (start, model))
@@ -740,6 +791,24 @@ def _expect_plain_sgd(watch, model, lr, where):
                change, "call optimizer.zero_grad() every step." if "left in p.grad" in change else
                "the text asks for plain SGD steps on the gradients backward() gave (no clipping), so that a "
                "non-finite step is reported, not hidden.")
+
+
+def _expect_grad_norms(watch, norms, steps, where):
+    """history["grad_norm"][t] is tc.grad_norm(model) after step t: the norm of the gradients that step used (the
+    reference safe_step leaves them in p.grad)."""
+    if len(watch.steps) != steps:
+        return  # optimizer steps do not line up with training steps: _expect_plain_sgd or the losses say why
+    want = [float(torch.linalg.vector_norm(flat(s["grads"], watch.params))) for s in watch.steps]
+    for t, (got, w) in enumerate(zip(norms, want)):
+        if math.isclose(float(got), w, rel_tol=1e-4, abs_tol=1e-9):
+            continue
+        shifted = steps > 1 and all(math.isclose(float(norms[i]), want[i - 1], rel_tol=1e-4, abs_tol=1e-9)
+                                    for i in range(1, steps))
+        hint = ("each entry is the norm of the step before (entry 0: before any step): read tc.grad_norm(model) "
+                "after safe_step, not before it." if shifted else "")
+        expect(False, f'history["grad_norm"][{t}] in {where}',
+               f"{w:.6g}, tc.grad_norm(model) after step {t} (the norm of the gradients that step used)",
+               f"{float(got):.6g}", hint)
 
 
 def _expect_batches(seen, losses, ds, batches, n, steps, where):
