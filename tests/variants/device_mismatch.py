@@ -727,6 +727,18 @@ def to_device(batch, device):
     counts = torch.tensor(class_counts, device=logits.device, dtype=logits.dtype)
     weight = counts.sum() / (counts.numel() * counts)      # the formula, all in the logits' dtype
     return nn.functional.cross_entropy(logits, targets, weight=weight)''', {}),
+    # leaves autograd off for the caller (the text now says it must still be on when train_step returns)
+    "train_step_leaves_grad_disabled": ('train_step', '''def train_step(model, batch, loss_fn, optimizer, device):
+    """One training step on `device`; returns the loss as a float."""
+    torch.set_grad_enabled(True)
+    inputs, labels = batch
+    inputs, labels = inputs.to(device), labels.to(device)
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), labels)
+    loss.backward()
+    optimizer.step()
+    torch.set_grad_enabled(False)          # done with autograd for this step
+    return loss.item()''', {"check_train_step": "autograd when train_step returns"}),
 }
 for _name, (_cell, _source, _lost) in BLIND4.items():
     VARIANTS[f"blind4_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

@@ -362,11 +362,20 @@ def check_train_step(train_step, seed=0, batch_size=None):
         steps, reached = [], []  # optimizer.step() calls; gradients computed for a parameter by backward
         handles = [opt.register_step_post_hook(lambda *args: steps.append(1))]
         handles += [p.register_hook(lambda grad: reached.append(1)) for p in model.parameters() if p.requires_grad]
+        grad_mode = torch.is_grad_enabled()
         try:
-            got = call(train_step, model, [t.clone() for t in batch], loss_fn, opt, device, name="train_step")
+            got = call(train_step, model, [t.clone() for t in batch], loss_fn, opt, device, name="train_step",
+                       restore_grad=False)
+            grad_after = torch.is_grad_enabled()
         finally:
+            torch.set_grad_enabled(grad_mode)
             for handle in handles:
                 handle.remove()
+        expect(grad_after == grad_mode, "autograd when train_step returns (torch.is_grad_enabled())",
+               f"{'on' if grad_mode else 'off'}, as it was when train_step was called",
+               f"{'on' if grad_after else 'off'} (the caller's next forward would build no graph)",
+               "switch autograd off only inside a `with torch.no_grad():` block, which switches it back on; a bare "
+               "torch.set_grad_enabled(False) stays in force after the function." if grad_mode else "")
         expect(isinstance(got, float) and not isinstance(got, bool), "train_step's return value",
                "the loss as a Python float (loss.item())", type(got).__name__,
                "a tensor keeps its whole graph alive; return loss.item().")
