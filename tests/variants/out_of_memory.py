@@ -410,7 +410,7 @@ def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
     optimizer.step()
     return total'''
 
-VARIANTS["blind3_targets_cast_long"] = {"cells": {"accumulate_step": BLIND3_TARGETS_CAST_LONG}, "lost": {'check_accumulated_grads': 'target with class probabilities'}}
+VARIANTS["blind3_targets_cast_long"] = {"cells": {"accumulate_step": BLIND3_TARGETS_CAST_LONG}, "lost": {'check_accumulated_grads': 'target with class probabilities', 'check_one_step': 'target with class probabilities'}}
 
 
 BLIND3_USES_NOTEBOOK_GLOBALS = '''import torch
@@ -427,3 +427,76 @@ def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
     return total'''
 
 VARIANTS["blind3_uses_notebook_globals"] = {"cells": {"accumulate_step": BLIND3_USES_NOTEBOOK_GLOBALS}, "lost": {"check_accumulated_grads": "not a piece of that batch", "check_one_step": "not a piece of that batch", "check_peak_memory": "not a piece of that batch"}}
+
+
+# Blind round 4. check_one_step compared the returned loss with a 1e-4 tolerance (a loss rounded to 4 decimals passed):
+# now float32 rounding (2e-6 relative), with the difference printed.
+BLIND4_ROUNDS_RETURNED_LOSS = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return round(total, 4)   # tidy for printing'''
+
+VARIANTS["blind4_rounds_returned_loss"] = {"cells": {"accumulate_step": BLIND4_ROUNDS_RETURNED_LOSS}, "lost": {"check_one_step": "observed 1.1379, off by"}}
+
+# zero_grad() after the loop: the step finds no gradient (check_accumulated_grads). check_peak_memory lost too, for
+# "gradients missing", which is not a memory fault: it now asks only that the step did the work it measures (forwards
+# with autograd on over the whole batch, backward through the model). check_one_step (step count, returned loss) is
+# right to pass: the blind writer's expectation of it is mistaken.
+BLIND4_ZERO_BETWEEN_LOOP_AND_STEP = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    total = 0.0
+    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.zero_grad()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind4_zero_between_loop_and_step"] = {"cells": {"accumulate_step": BLIND4_ZERO_BETWEEN_LOOP_AND_STEP}, "lost": {"check_accumulated_grads": "observed none for"}}
+
+# argmax of class-probability targets: check_one_step used class-index targets only, so the returned loss (on other
+# targets than the ones given) passed; its odd seeds now use class-probability targets.
+BLIND4_PROB_TARGETS_TO_INDICES = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    if targets.is_floating_point() and targets.dim() > 1:
+        targets = targets.argmax(dim=1)          # cross-entropy wants class indices
+    optimizer.zero_grad()
+    total = 0.0
+    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind4_prob_targets_to_indices"] = {"cells": {"accumulate_step": BLIND4_PROB_TARGETS_TO_INDICES}, "lost": {"check_accumulated_grads": "on class-probability targets", "check_one_step": "on class-probability targets): expected the full batch's mean loss"}}
+
+# steps a new SGD of its own: check_peak_memory lost it too ("0 step(s)"), not a memory fault (fixed with
+# blind4_zero_between_loop_and_step), and the hint said to call optimizer.step(), which it did, on another optimizer:
+# the checks now see which optimizer stepped and say so.
+BLIND4_OWN_SGD_FROM_LR = '''import torch
+
+def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    opt = torch.optim.SGD(model.parameters(), lr=optimizer.param_groups[0]["lr"])
+    opt.zero_grad()
+    total = 0.0
+    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    opt.step()
+    return total'''
+
+VARIANTS["blind4_own_sgd_from_lr"] = {"cells": {"accumulate_step": BLIND4_OWN_SGD_FROM_LR}, "lost": {"check_accumulated_grads": "the optimizer passed in never stepped, while another one", "check_one_step": "the optimizer passed in never stepped"}}
