@@ -7,6 +7,7 @@ submission is graded exactly as if it were alone; the parent merges the result i
 import ctypes
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -48,7 +49,10 @@ def _config(settings, course, gradebook):
     cfg.Execute.kernel_name = "trainclinic-sandbox"
     cfg.Execute.shutdown_kernel = "immediate"
     cfg.Execute.startup_timeout = 120
-    cfg.Execute.iopub_timeout = 10
+    # nbgrader's Execute raises on an IOPub timeout, failing the whole notebook: the wait only starts once a cell has
+    # replied, so it is no guard against a hang (the cell and notebook budgets are); on a loaded grading machine a
+    # cell's last outputs can take more than 10 s to arrive
+    cfg.Execute.iopub_timeout = 60
     cfg.NbGraderAPI.log_level = "WARN"
     return cfg
 
@@ -153,8 +157,10 @@ def grade_task(task, settings):
     if not res.get("success") or not auto.exists():
         result["status"] = "failed"
         log = (res.get("error") or "") + "\n" + (res.get("log") or "")
-        last = [l for l in log.splitlines() if l.strip() and "Traceback" not in l][-3:]
-        result["reasons"].append("nbgrader autograde failed: " + " | ".join(last)[:400])
+        lines = [l.strip() for l in log.splitlines() if l.strip() and "Traceback" not in l]
+        raised = [l for l in lines if re.match(r"[\w.]*(Error|Exception|Timeout\w*)\b", l)][-1:]  # what nbgrader caught
+        last = raised + [l for l in lines[-3:] if l not in raised]
+        result["reasons"].append("nbgrader autograde failed: " + " | ".join(last)[:500])
         result["scores"] = {}
     else:
         with Gradebook(url) as gb:
