@@ -516,3 +516,92 @@ def train(model, loader, lr, steps):
     return history'''
 
 VARIANTS["blind4_history_tuples_from_zip"] = {"cells": {"train": BLIND4_HISTORY_TUPLES_FROM_ZIP}, "lost": {"check_train": "'step': tuple, 'loss': tuple, 'grad_norm': tuple"}}
+
+# Blind round 5: a test on each gradient's max() (it sees inf and NaN, not -inf beside finite entries): check_safe_step's
+# one-bad-entry case now also plants a -inf entry (in a bias of two entries or more), and names -inf when +inf is caught.
+BLIND5_GRAD_MAX_MISSES_NEGATIVE_INF = '''import torch
+
+def safe_step(model, batch, loss_fn, optimizer):
+    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    if not torch.isfinite(loss):
+        return None
+    loss.backward()
+    for p in model.parameters():
+        if p.grad is not None and not torch.isfinite(p.grad.max()):
+            return None
+    optimizer.step()
+    return loss.item()'''
+
+VARIANTS["blind5_grad_max_misses_negative_inf"] = {"cells": {"safe_step": BLIND5_GRAD_MAX_MISSES_NEGATIVE_INF}, "lost": {"check_safe_step": "so its test misses -inf only"}}
+
+# Blind round 5: train re-implements the guard instead of calling safe_step ('Use safe_step for every step'):
+# check_train now counts the calls of the reference safe_step it puts in the learner's place (globals, defaults, closure).
+BLIND5_INLINES_GUARD_INSTEAD_OF_SAFE_STEP = '''import torch
+from torch import nn
+
+def train(model, loader, lr, steps):
+    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loss_fn = nn.MSELoss()
+    history = {"step": [], "loss": [], "grad_norm": []}
+    step = 0
+    while step < steps:
+        for x, y in loader:
+            if step == steps:
+                break
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"non-finite loss at step {step}")
+            loss.backward()
+            if not all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None):
+                raise FloatingPointError(f"non-finite gradient at step {step}")
+            optimizer.step()
+            history["step"].append(step)
+            history["loss"].append(loss.item())
+            history["grad_norm"].append(tc.grad_norm(model))
+            step += 1
+    return history'''
+
+VARIANTS["blind5_inlines_guard_instead_of_safe_step"] = {"cells": {"train": BLIND5_INLINES_GUARD_INSTEAD_OF_SAFE_STEP}, "lost": {"check_train": "train never called safe_step"}}
+
+# Blind round 5, misleading message fixed: a loss tested with torch.isinf only; the hint blamed `loss == float('nan')`.
+BLIND5_INF_ONLY_LOSS_TEST = '''import torch
+
+def safe_step(model, batch, loss_fn, optimizer):
+    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    if torch.isinf(loss):
+        return None
+    loss.backward()
+    if any(not torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None):
+        return None
+    optimizer.step()
+    return loss.item()'''
+
+VARIANTS["blind5_inf_only_loss_test"] = {"cells": {"safe_step": BLIND5_INF_ONLY_LOSS_TEST}, "lost": {"check_safe_step": "NaN gets past torch.isinf(loss)"}}
+
+# Blind round 5, misleading message fixed: optimizer.step() inside the loop over the parameters' tests (isfinite); the hint
+# said isnan misses inf. It now says the step ran before the test that returned None.
+BLIND5_STEP_INSIDE_GRAD_LOOP = '''import torch
+
+def safe_step(model, batch, loss_fn, optimizer):
+    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    if not torch.isfinite(loss):
+        return None
+    loss.backward()
+    for p in model.parameters():
+        if p.grad is not None and not torch.isfinite(p.grad).all():
+            return None
+        optimizer.step()
+    return loss.item()'''
+
+VARIANTS["blind5_step_inside_grad_loop"] = {"cells": {"safe_step": BLIND5_STEP_INSIDE_GRAD_LOOP}, "lost": {"check_safe_step": "Test every parameter's gradient first, then call optimizer.step() once"}}

@@ -10,6 +10,7 @@ learner's, so that each check grades its own cell.
 """
 import contextlib
 import copy
+import functools
 import math
 import numbers
 import random
@@ -248,8 +249,8 @@ def _safe_setup(seed, batch_size, dtype):
 
 def _test_loss(value):
     if value != value:
-        return ("test torch.isfinite(loss) right after computing it (`loss == float('nan')` is never True: NaN equals "
-                "nothing)")
+        return ("test torch.isfinite(loss) right after computing it (False for NaN, inf and -inf; NaN gets past "
+                "torch.isinf(loss), and `loss == float('nan')` is never True: NaN equals nothing)")
     if value == -math.inf:
         return ("test torch.isfinite(loss) right after computing it (-inf is not finite either: a test for NaN and "
                 "+inf lets it through; isfinite catches all three)")
@@ -323,8 +324,10 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
         got = call(safe_step, shallow, (x, y), loss_fn, _optimizer(kind, shallow.parameters()), name="safe_step", hints=_HINTS,
                    where=f"on {what}")
     _expect_skipped(shallow, shallow_start, watch, loss_fn, got, what, "inf")
-    # one entry of one bias gradient non-finite, every other entry of every gradient finite
-    _one_bad_entry(safe_step, pristine, kind, x, y, seed, rng)
+    # one entry of one bias gradient non-finite, every other entry of every gradient finite: inf or NaN, then -inf
+    # (a test on each gradient's largest value sees inf and NaN, not -inf)
+    _one_bad_entry(safe_step, pristine, kind, x, y, rng, "inf" if seed % 2 == 0 else "nan")
+    _one_bad_entry(safe_step, pristine, kind, x, y, rng, "-inf")
     # a finite batch, with NaN gradients left over in p.grad: exactly one step of the optimizer passed in
     y_steep = y * 20  # large gradients, so that any clipping shows
     ref = copy.deepcopy(pristine)
@@ -345,7 +348,7 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     # larger still, all of one sign: every entry finite, their sums overflow too (a test on a sum is not on the gradients)
     _sum_overflow_step(safe_step, pristine, kind, x, y, dtype)
     return (f"NaN input, ±inf target, overflowing loss, -inf loss, NaN and inf gradients (all of them, or one entry of one "
-            f"bias) skipped with no backward() on a "
+            f"bias, -inf too) skipped with no backward() on a "
             f"non-finite loss and the weights untouched; huge finite gradients (whose norm, or even sum, overflows) "
             f"and a finite batch take exactly one "
             f"{_optimizer_text(opt).split('(')[0]} step ({setting})")
@@ -357,27 +360,30 @@ def _entry_loss(param, index, bad):
         e = param[index] - param[index].detach()
         if bad == "inf":
             term = torch.sqrt(e)  # sqrt at exactly 0: gradient inf
+        elif bad == "-inf":
+            term = -torch.sqrt(e)  # minus sqrt at exactly 0: gradient -inf
         else:
             term = torch.where(e > 0, torch.sqrt(e - 1), torch.zeros_like(e))  # sqrt below 0, masked: gradient NaN
         return _mse(output, target) + term
     return loss
 
 
-def _one_bad_entry(safe_step, pristine, kind, x, y, seed, rng):
+def _one_bad_entry(safe_step, pristine, kind, x, y, rng, bad):
     model = copy.deepcopy(pristine)
     start = _state(model)
-    biases = [(n, p) for n, p in model.named_parameters() if n.endswith("bias")]
+    biases = [(n, p) for n, p in model.named_parameters() if n.endswith("bias")
+              and (bad != "-inf" or p.numel() > 1)]  # -inf beside finite entries: the bias's max() stays finite
     name, param = biases[rng.randrange(len(biases))]
     index = rng.randrange(param.numel())
-    bad = "inf" if seed % 2 == 0 else "nan"
     fn = _entry_loss(param, index, bad)
     m = copy.deepcopy(model)
     mp = dict(m.named_parameters())[name]
     value = _entry_loss(mp, index, bad)(m(x), y)
     value.backward()
     grads = flat([p.grad for p in m.parameters()])
+    sign = {"inf": 1, "-inf": -1}.get(bad)
     if not (bool(torch.isfinite(value)) and int((~torch.isfinite(grads)).sum()) == 1
-            and not bool(torch.isfinite(mp.grad[index]))):
+            and (mp.grad[index].item() == sign * math.inf if sign else bool(torch.isnan(mp.grad[index])))):
         raise RuntimeError(f"check_safe_step's one-entry case is broken on torch {torch.__version__}")
     total = sum(p.numel() for p in m.parameters())
     what = (f"a finite loss whose gradients are all finite except ONE entry, {name}.grad[{index}] = "
@@ -386,7 +392,25 @@ def _one_bad_entry(safe_step, pristine, kind, x, y, seed, rng):
     with _Watch(model) as watch:
         got = call(safe_step, model, (x, y), loss_fn, _optimizer(kind, model.parameters()), name="safe_step", hints=_HINTS,
                    where=f"on {what}")
-    _expect_skipped(model, start, watch, loss_fn, got, what, bad)
+    extra = ""
+    if bad == "-inf" and (watch.steps or _max_change(model, start)):
+        extra = _minus_inf_hint(safe_step, pristine, kind, x, y, name, index)
+    _expect_skipped(model, start, watch, loss_fn, got, what, bad, extra)
+
+
+def _minus_inf_hint(safe_step, pristine, kind, x, y, name, index):
+    """Why safe_step stepped on a -inf gradient entry: it skips +inf in that same entry (its test misses -inf only)."""
+    model = copy.deepcopy(pristine)
+    start = _state(model)
+    param = dict(model.named_parameters())[name]
+    with _Watch(model) as watch:
+        got = call(safe_step, model, (x, y), _entry_loss(param, index, "inf"), _optimizer(kind, model.parameters()),
+                   name="safe_step", hints=_HINTS, where=f"on a +inf entry in {name}.grad[{index}]")
+    if got is not None or watch.steps or _max_change(model, start):
+        return ""
+    return (f"it skips the same step when {name}.grad[{index}] is +inf, so its test misses -inf only (a test on each "
+            "gradient's largest value, .max(), or for == inf, lets -inf through): torch.isfinite(p.grad).all() "
+            "catches NaN, inf and -inf.")
 
 
 def _premise(model, batch, fn, bad, what):
@@ -404,7 +428,7 @@ def _premise(model, batch, fn, bad, what):
         raise RuntimeError(f"check_safe_step's own test case is broken on torch {torch.__version__}: {what}")
 
 
-def _expect_skipped(model, start, watch, loss_fn, got, what, bad):
+def _expect_skipped(model, start, watch, loss_fn, got, what, bad, extra=""):
     value = loss_fn.values[0] if loss_fn.values else float("nan")
     change = _max_change(model, start)
     stepped = len(watch.steps)
@@ -425,16 +449,19 @@ def _expect_skipped(model, start, watch, loss_fn, got, what, bad):
             expected = f"no step: the weights exactly as they were (the loss was {_num(value)}, backward() gave {summarize(raw)})"
             if "replaced in between" in change_text:
                 hint = change_text + ": when a gradient is not finite, return None without stepping."
+            elif got is None and stepped:  # it saw the bad gradient, too late
+                hint = (f"it did return None, but only after optimizer.step() had run{f' ({stepped} times)' if stepped > 1 else ''}: "
+                        "the step had already used the bad gradients (and a stateful optimizer, momentum or Adam's "
+                        "moments, keeps them even if the weights are put back). Test every parameter's gradient "
+                        "first, then call optimizer.step() once.")
+            elif extra:
+                hint = extra
             else:
                 hint = ("the loss was finite, so only the gradients show it: after loss.backward(), test every "
                         "gradient with torch.isfinite(p.grad).all() and return None before optimizer.step()")
                 if bad == "inf":
                     hint += " (isnan is False for inf: test with isfinite)"
                 hint += "."
-                if got is None and stepped:
-                    hint += (" It did return None, but only after optimizer.step() had run: a stateful optimizer "
-                             "(momentum, Adam's moments) has taken in the bad gradients even if the weights are put "
-                             "back. Test first, then step.")
         expect(False, f"safe_step on {what}", expected, observed, hint)
     if bad == "loss":
         expect(not loss_fn.backward, f"safe_step on {what}",
@@ -607,19 +634,66 @@ class _NaNAfter(nn.Module):
         return out * float("nan") if self.updates >= self.after else out
 
 
+class _Calls:
+    """The reference safe_step, counting its calls (`sites`: where it stood in for the learner's, 0 if nowhere)."""
+
+    def __init__(self):
+        self.count, self.sites = 0, 0
+
+    def __call__(self, *args, **kwargs):
+        self.count += 1
+        return reference_safe_step(*args, **kwargs)
+
+
 @contextlib.contextmanager
 def _reference_safe_step(fn):
-    """While `fn` (the learner's train) runs, the name `safe_step` in its globals is the reference safe_step."""
+    """While `fn` (the learner's train) runs, the reference safe_step (counting its calls) stands in for the learner's
+    wherever train can reach it: the name `safe_step` (and any other name for that function) in its globals, its
+    default arguments, and the variables it closes over (a partial of it too)."""
+    calls = _Calls()
     g = getattr(fn, "__globals__", None)
-    if not isinstance(g, dict) or "safe_step" not in g:
-        yield
-        return
-    mine = g["safe_step"]
-    g["safe_step"] = reference_safe_step
+    g = g if isinstance(g, dict) else {}
+    mine = g.get("safe_step")
+
+    def theirs(value):
+        return value is not None and (value is mine if mine is not None else
+                                      callable(value) and getattr(value, "__name__", None) == "safe_step")
+
+    def swap(value):
+        if theirs(value):
+            calls.sites += 1
+            return calls
+        if isinstance(value, functools.partial) and theirs(value.func):
+            calls.sites += 1
+            return functools.partial(calls, *value.args, **value.keywords)
+        return value
+
+    undo = []
     try:
-        yield
+        for name in [k for k, v in g.items() if theirs(v)]:
+            undo.append(functools.partial(g.__setitem__, name, g[name]))
+            g[name] = swap(g[name])
+        defaults = getattr(fn, "__defaults__", None)
+        if defaults:
+            undo.append(functools.partial(setattr, fn, "__defaults__", defaults))
+            fn.__defaults__ = tuple(swap(v) for v in defaults)
+        kwdefaults = getattr(fn, "__kwdefaults__", None)
+        if kwdefaults:
+            undo.append(functools.partial(setattr, fn, "__kwdefaults__", kwdefaults))
+            fn.__kwdefaults__ = {k: swap(v) for k, v in kwdefaults.items()}
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            new = swap(value)
+            if new is not value:
+                undo.append(functools.partial(setattr, cell, "cell_contents", value))
+                cell.cell_contents = new
+        yield calls
     finally:
-        g["safe_step"] = mine
+        for restore in reversed(undo):
+            restore()
 
 
 class _Runaway(BaseException):
@@ -703,8 +777,8 @@ def check_train(train, seed=0, steps=None, batch_size=None):
     setting = (f"{steps} steps over a loader of {batches} batches of {batch_size}"
                f"{f' (the last one holds {batch_size - (batches * batch_size - n)})' if n % batch_size else ''}, "
                f"{str(dtype).replace('torch.', '')}")
-    with standard_state(), _reference_safe_step(train):
-        _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, hidden, setting)
+    with standard_state(), _reference_safe_step(train) as calls:
+        _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, hidden, setting, calls)
         _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after)
         _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden)
     return (f"plain SGD at lr=0.05 for {setting}: every step, a new pass each time, falling MSE losses; stops with "
@@ -715,7 +789,7 @@ def _run(train, model, loader, lr, steps, what):
     return call(_outcome, train, model, loader, lr, steps, name="train", where=what)
 
 
-def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, hidden, setting):
+def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, hidden, setting, calls):
     lr = 0.05
     model = _model(seed, features, hidden, dtype)
     start = copy.deepcopy(model)
@@ -746,6 +820,13 @@ def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, 
            f"{steps}, one per step, going through the loader again as often as needed", len(losses),
            f"train stopped after one pass over the loader ({batches} batches): start a new pass "
            f"(`for batch in loader` again) until {steps} steps are done." if one_pass else "")
+    if calls.sites:  # the reference stood in for the learner's safe_step: train must call it once per step
+        expect(calls.count == steps, f"the calls of safe_step during {where}", f"{steps}, one per step (the text: "
+               "use safe_step for every step)", f"{calls.count}{' (train never called safe_step)' if not calls.count else ''}",
+               "call safe_step(model, batch, loss_fn, optimizer), by that name, for each step: the check puts the "
+               "reference safe_step in its place while train runs (so that each cell is graded on its own), and "
+               "train never called it."
+               if not calls.count else "")
     expect(list(result["step"]) == list(range(steps)), 'history["step"]', f"[0, 1, ..., {steps - 1}]",
            f"{list(result['step'])[:6]}{' ...' if len(result['step']) > 6 else ''} ({len(result['step'])} entries)")
     tensors = [v for v in losses if torch.is_tensor(v)]
