@@ -500,3 +500,21 @@ def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
     return total'''
 
 VARIANTS["blind4_own_sgd_from_lr"] = {"cells": {"accumulate_step": BLIND4_OWN_SGD_FROM_LR}, "lost": {"check_accumulated_grads": "the optimizer passed in never stepped, while another one", "check_one_step": "the optimizer passed in never stepped"}}
+
+# Blind round 5: 'zero the gradients once' as p.grad.zero_() on every parameter: it crashes on a model that has not
+# run backward() (.grad is None). check_one_step (a new model) lost it with the bare AttributeError; it now says why.
+# (check_accumulated_grads and check_peak_memory preset .grad, as a previous step leaves it, and see correct gradients.)
+BLIND5_ZERO_EXISTING_GRADS_IN_PLACE = '''def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""
+    inputs, targets = batch
+    for p in model.parameters():
+        p.grad.zero_()
+    total = 0.0
+    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        loss = loss_fn(model(xb), yb) / micro_batches
+        loss.backward()
+        total += loss.item()
+    optimizer.step()
+    return total'''
+
+VARIANTS["blind5_zero_existing_grads_in_place"] = {"cells": {"accumulate_step": BLIND5_ZERO_EXISTING_GRADS_IN_PLACE}, "lost": {"check_one_step": "a parameter's .grad is None until a backward() writes it"}}

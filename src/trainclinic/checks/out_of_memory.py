@@ -96,6 +96,9 @@ def _soft(y, classes, dtype, seed):
 _HINTS = {
     "target with class probabilities": "the batch's targets here are class probabilities (floats, one row per "
     "sample), which loss_fn takes as they are: pass each micro-batch's targets to loss_fn unchanged (no cast).",
+    "'NoneType' object has no attribute 'zero_'": "zero_() was called on None: a parameter's .grad is None until a "
+    "backward() writes it (the check's model is new and has not been trained yet; optimizer.zero_grad() also leaves "
+    "None by default). optimizer.zero_grad() zeroes the gradients whatever state they are in.",
 }
 
 
