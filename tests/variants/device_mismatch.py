@@ -742,3 +742,61 @@ def to_device(batch, device):
 }
 for _name, (_cell, _source, _lost) in BLIND4.items():
     VARIANTS[f"blind4_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+# blind round 5 (misgraded before the fix)
+BLIND5 = {
+    # reduces `device` to 'cuda' or 'cpu': caught on the meta device
+    'to_device_only_cuda_or_cpu': ('to_device', '''def to_device(batch, device):
+    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""
+    target = "cuda" if "cuda" in str(device) else "cpu"     # a GPU or the CPU
+    move = lambda v: v.to(target) if isinstance(v, torch.Tensor) else v
+    if isinstance(batch, dict):
+        return {k: move(v) for k, v in batch.items()}
+    return type(batch)(move(v) for v in batch)''', {'check_to_device': 'observed batch[0] on cpu'}),
+    # reseeds the caller's global RNG at every step
+    'train_step_reseeds_global_rng': ('train_step', '''def train_step(model, batch, loss_fn, optimizer, device):
+    """One training step on `device`; returns the loss as a float."""
+    torch.manual_seed(0)                       # reproducible steps
+    inputs, labels = batch
+    inputs, labels = inputs.to(device), labels.to(device)
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), labels)
+    loss.backward()
+    optimizer.step()
+    return loss.item()''', {'check_train_step': 'reseeded with torch.manual_seed(0)'}),
+    # leaves anomaly detection on for the caller
+    'train_step_anomaly_mode_left_on': ('train_step', '''def train_step(model, batch, loss_fn, optimizer, device):
+    """One training step on `device`; returns the loss as a float."""
+    torch.autograd.set_detect_anomaly(True)    # catch NaNs in backward early
+    inputs, labels = batch
+    inputs, labels = inputs.to(device), labels.to(device)
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), labels)
+    loss.backward()
+    optimizer.step()
+    return loss.item()''', {'check_train_step': 'anomaly detection when train_step returns'}),
+    # casts the labels to int64: a float-target loss (MSE) gets truncated targets
+    'train_step_labels_forced_long': ('train_step', '''def train_step(model, batch, loss_fn, optimizer, device):
+    """One training step on `device`; returns the loss as a float."""
+    inputs, labels = batch
+    inputs = inputs.to(device)
+    labels = labels.to(device, dtype=torch.long)   # class ids must be int64 for the loss
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), labels)
+    loss.backward()
+    optimizer.step()
+    return loss.item()''', {'check_train_step': 'the labels that reached loss_fn'}),
+    # unfreezes the layers the caller froze
+    'train_step_unfreezes_model': ('train_step', '''def train_step(model, batch, loss_fn, optimizer, device):
+    """One training step on `device`; returns the loss as a float."""
+    model.requires_grad_(True)                 # make sure every weight gets a gradient
+    inputs, labels = batch
+    inputs, labels = inputs.to(device), labels.to(device)
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), labels)
+    loss.backward()
+    optimizer.step()
+    return loss.item()''', {'check_train_step': 'requires_grad=True on 0.weight'}),
+}
+for _name, (_cell, _source, _lost) in BLIND5.items():
+    VARIANTS[f"blind5_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

@@ -6,6 +6,7 @@ machine. `seed` drives a sweep: batch sizes (a batch of one included), widths, c
 (float32, float64, bfloat16), the batch's extra items.
 """
 import copy
+import random
 
 import numpy as np
 import torch
@@ -92,7 +93,8 @@ def _short(value, limit=100):
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
-def _verify_moved(to_device, batch, device, real=True):
+def _verify_moved(to_device, batch, device, real=True, reached=()):
+    """`reached`: the devices to_device already moved this check's batches to, when `device` is the meta device."""
     kind = type(batch).__name__
     out = call(to_device, _fresh(batch), device, name="to_device")
     expect(type(out) is type(batch), f"to_device's result for a {kind} batch",
@@ -127,6 +129,17 @@ def _verify_moved(to_device, batch, device, real=True):
                               f"{moved_names} on {device} but {names}{what}{came}.\nHint: move every tensor of the "
                               f"batch, whatever its position, name, dtype, shape (0-d tensors included) or the device "
                               f"of the others.")
+        others = [d for d in reached if not d.startswith("cpu")]
+        if device.type == "meta" and others:
+            raise CheckFailed(f"to_device's result for a {kind} batch sent to torch.device('meta') (a device of "
+                              f"shapes without data, on any torch): expected every tensor on meta, observed {names}; "
+                              f"earlier in this check it moved them to {', '.join(others)}.\nHint: move each tensor "
+                              f"with the `device` argument itself, t.to(device), whatever device it names: not with "
+                              f"a device picked from it (such as 'cuda' or 'cpu').")
+        if device.type == "meta":
+            raise CheckFailed(f"to_device's result for a {kind} batch sent to torch.device('meta') (a device of "
+                              f"shapes without data, on any torch): expected every tensor on meta (the `device` "
+                              f"argument), observed {names}.")
         if all(m.device == v.device for _, v, m in tensors):
             raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device}, observed all "
                               f"{len(tensors)} still on {', '.join(where)}, where they were.\nHint: the result must hold "
@@ -157,7 +170,13 @@ def check_to_device(to_device, seed=0):
             _verify_moved(to_device, _partly_moved(batch, sim.tensor), sim.device, real=False)
 
     where = _gpu_probe(probe)
-    return f"tuple, list and dict batches moved to {', '.join(map(str, devices()))}{where}; types and non-tensors kept"
+    # a device that is neither the CPU nor cuda:0: code that reduces `device` to "cuda" or "cpu" is caught here
+    meta = torch.device("meta")
+    reached = [str(d) for d in devices()] + (["cuda:0 (simulated)"] if where == " and on a simulated cuda:0" else [])
+    for batch in batches:
+        _verify_moved(to_device, batch, meta, real=False, reached=reached)
+    return (f"tuple, list and dict batches moved to {', '.join(map(str, devices()))}{where} and to the meta device; "
+            f"types and non-tensors kept")
 
 
 # ---- 3b: class_weighted_loss -----------------------------------------------------------------------------------
@@ -279,12 +298,17 @@ def _step_case(seed, batch_size=None):
     dtype = torch.float32 if not seed or seed % 3 else torch.float64
     x, y = data.blobs(n=n, features=inputs, classes=classes, seed=seed + 1).tensors
     weighted = bool(seed % 4 == 3)
+    soft = bool(seed % 4 == 2)  # float targets (class probabilities) and an MSE loss: labels are not always int64
     lr = 0.05 if not seed else pick([0.02, 0.05, 0.2])  # never 0.1, the usual default
-    return (dict(inputs=inputs, hidden=hidden, classes=classes, dtype=dtype, weighted=weighted, lr=lr,
+    if soft:
+        y = torch.softmax(torch.randn(n, classes, generator=g) * 2, dim=1).to(dtype)
+    return (dict(inputs=inputs, hidden=hidden, classes=classes, dtype=dtype, weighted=weighted, soft=soft, lr=lr,
                  nesterov=bool(seed % 2)), (x.to(dtype), y))
 
 
 def _loss_fn(case):
+    if case["soft"]:
+        return nn.MSELoss()
     if not case["weighted"]:
         return nn.CrossEntropyLoss()
     weights = torch.linspace(0.5, 2.0, case["classes"], dtype=case["dtype"])
@@ -308,7 +332,8 @@ def _describe(case):
 
 
 def _setup(case, seed, device):
-    """The model and the optimizer train_step is given, after one earlier step (the optimizer has state)."""
+    """The model and the optimizer train_step is given, after one earlier step (the optimizer has state); then the
+    caller froze the first layer (requires_grad=False), which the optimizer still holds, as in fine-tuning."""
     model = _model(case, seed, device)
     opt = _optimizer(case, model.parameters())
     for k, p in enumerate(model.parameters()):
@@ -316,6 +341,7 @@ def _setup(case, seed, device):
     opt.step()
     for p in model.parameters():
         p.grad = None
+    model[0].requires_grad_(False)
     return model, opt
 
 
@@ -325,7 +351,7 @@ def _reference_step(model, opt, batch, loss_fn, device, stale=None):
     ref, ref_opt = copy.deepcopy((model, opt))
     x, y = (t.to(device) for t in batch)
     for p in ref.parameters():
-        p.grad = None if stale is None else torch.full_like(p, stale)
+        p.grad = None if stale is None or not p.requires_grad else torch.full_like(p, stale)
     loss = loss_fn(ref(x), y)
     loss.backward()
     ref_opt.step()
@@ -336,13 +362,52 @@ def _stale_only_step(model, opt):
     """The model after a step on the stale gradients alone (stepping before backward)."""
     ref, ref_opt = copy.deepcopy((model, opt))
     for p in ref.parameters():
-        p.grad = torch.full_like(p, 0.5)
+        p.grad = torch.full_like(p, 0.5) if p.requires_grad else None
     ref_opt.step()
     return ref
 
 
 def _max_diff(a, b):
     return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
+
+
+def _watched(loss_fn, labels):
+    """loss_fn, failing the check when the labels it gets are not the batch's own (moved, nothing else)."""
+
+    def watched(*args, **kwargs):
+        target = args[1] if len(args) > 1 else kwargs.get("target")
+        if torch.is_tensor(target) and (target.dtype != labels.dtype or target.shape != labels.shape):
+            raise CheckFailed(
+                f"the labels that reached loss_fn: expected the batch's labels as given, {_name(labels.dtype)} of "
+                f"shape {tuple(labels.shape)} (moved to the device, nothing else), observed {_name(target.dtype)} of "
+                f"shape {tuple(target.shape)}.\nHint: move the labels with .to(device) alone: their dtype and shape "
+                f"are the caller's, like loss_fn (this check's takes "
+                f"{'float targets' if labels.is_floating_point() else 'int64 class indices'}).")
+        if torch.is_tensor(target) and not torch.equal(target.detach().cpu(), labels):
+            raise CheckFailed(f"the labels that reached loss_fn: expected the batch's labels as given (moved to the "
+                              f"device, nothing else), observed different values (differ by up to "
+                              f"{(target.detach().cpu().double() - labels.double()).abs().max().item():.3g}).")
+        return loss_fn(*args, **kwargs)
+
+    return watched
+
+
+def _rng_states():
+    """The global random states a step has no reason to touch: torch's CPU generator, Python's, NumPy's."""
+    return torch.random.get_rng_state(), random.getstate(), np.random.get_state()
+
+
+def _rng_changed(before, after):
+    """A description of what changed among the global random states, or ''."""
+    (tb, pb, nb), (ta, pa, na) = before, after
+    changed = []
+    if not torch.equal(tb, ta):
+        changed.append("torch's global generator (torch.random.get_rng_state())")
+    if pb != pa:
+        changed.append("Python's `random`")
+    if nb[0] != na[0] or not np.array_equal(nb[1], na[1]) or nb[2:] != na[2:]:
+        changed.append("NumPy's global generator")
+    return " and ".join(changed)
 
 
 def _times(k):
@@ -359,16 +424,27 @@ def check_train_step(train_step, seed=0, batch_size=None):
         model, opt = _setup(case, seed, device)
         ref, ref_loss = _reference_step(model, opt, batch, loss_fn, device)
         stale_grads(model, 0.5)
+        frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+        for p in model.parameters():
+            if not p.requires_grad:
+                p.grad = None  # a frozen parameter never has a gradient
         steps, reached = [], []  # optimizer.step() calls; gradients computed for a parameter by backward
         handles = [opt.register_step_post_hook(lambda *args: steps.append(1))]
         handles += [p.register_hook(lambda grad: reached.append(1)) for p in model.parameters() if p.requires_grad]
-        grad_mode = torch.is_grad_enabled()
+        grad_mode, anomaly, default_dtype = torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype()
+        torch.manual_seed(7919 + seed)  # a state of the caller's (a step of this model draws no random numbers)
+        torch.rand(3)
+        seed_before, rng_before = torch.initial_seed(), _rng_states()
         try:
-            got = call(train_step, model, [t.clone() for t in batch], loss_fn, opt, device, name="train_step",
-                       restore_grad=False)
-            grad_after = torch.is_grad_enabled()
+            got = call(train_step, model, [t.clone() for t in batch], _watched(loss_fn, batch[1]), opt, device,
+                       name="train_step", restore_grad=False)
+            grad_after, anomaly_after = torch.is_grad_enabled(), torch.is_anomaly_enabled()
+            dtype_after, seed_after, rng_changed = torch.get_default_dtype(), torch.initial_seed(), _rng_changed(
+                rng_before, _rng_states())
         finally:
             torch.set_grad_enabled(grad_mode)
+            torch.set_anomaly_enabled(anomaly)
+            torch.set_default_dtype(default_dtype)
             for handle in handles:
                 handle.remove()
         expect(grad_after == grad_mode, "autograd when train_step returns (torch.is_grad_enabled())",
@@ -376,6 +452,25 @@ def check_train_step(train_step, seed=0, batch_size=None):
                f"{'on' if grad_after else 'off'} (the caller's next forward would build no graph)",
                "switch autograd off only inside a `with torch.no_grad():` block, which switches it back on; a bare "
                "torch.set_grad_enabled(False) stays in force after the function." if grad_mode else "")
+        expect(anomaly_after == anomaly, "autograd's anomaly detection when train_step returns "
+               "(torch.is_anomaly_enabled())", f"{'on' if anomaly else 'off'}, as it was when train_step was called",
+               f"{'on' if anomaly_after else 'off'} (every later backward of the caller would run slower, traced)",
+               "to debug a step, wrap it in `with torch.autograd.detect_anomaly():`, which switches it back; "
+               "torch.autograd.set_detect_anomaly(True) stays in force after the function." if not anomaly else "")
+        expect(dtype_after == default_dtype, "the default dtype when train_step returns (torch.get_default_dtype())",
+               f"{_name(default_dtype)}, as it was when train_step was called", _name(dtype_after))
+        reseeded = seed_after != seed_before
+        expect(not rng_changed, "the global random state after train_step",
+               "unchanged: this check's model has no dropout and its batch is given, so a step draws no random "
+               "numbers (the random stream is the caller's: shuffling, dropout, initialisation)",
+               f"{rng_changed} changed" + (f": reseeded with torch.manual_seed({seed_after})" if reseeded else ""),
+               "seed once, in the caller's code: a step that reseeds replays the same random numbers at every step."
+               if reseeded else "")
+        unfrozen = [name for name, p in model.named_parameters() if name in frozen and p.requires_grad]
+        expect(not unfrozen, "the parameters the caller froze (requires_grad=False, still held by the optimizer) "
+               "after train_step", f"still frozen ({', '.join(frozen)})", f"requires_grad=True on {', '.join(unfrozen)}",
+               "leave requires_grad as the caller set it: a frozen parameter that gets a gradient is moved by the "
+               "optimizer, which holds it too.")
         expect(isinstance(got, float) and not isinstance(got, bool), "train_step's return value",
                "the loss as a Python float (loss.item())", type(got).__name__,
                "a tensor keeps its whole graph alive; return loss.item().")
