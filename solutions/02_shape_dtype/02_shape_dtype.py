@@ -242,6 +242,8 @@ def prepare_batch(images, labels):
 # **3b.** `build_model(size, classes)`: the `BrokenNet`, repaired, for square images of any even `size`: a
 # `Conv2d(1, 8, kernel_size=3, padding=1)`, a ReLU, a `MaxPool2d(2)`, a flatten that **keeps the batch**, and a `Linear`
 # sized for what really reaches it, giving `classes` logits. Input `(N, 1, size, size)`, output `(N, classes)`.
+# Create every layer when the model is built (the caller makes its optimizer from `model.parameters()` right after
+# `build_model`), and compute each sample from its own pixels only.
 
 # %% nbgrader={"grade": false, "grade_id": "build_model", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def build_model(size=12, classes=3):

@@ -297,3 +297,45 @@ BLIND4 = {
 }
 for _name, (_cell, _source, _lost) in BLIND4.items():
     VARIANTS[f"blind4_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+# blind round 5
+BLIND5 = {
+    # misgraded: the Linear is created in the first forward, so the returned model's parameters() lack it
+    'model_linear_created_in_forward': ('build_model', '''class Net(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, kernel_size=3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.classes = classes
+        self.fc = None                          # sized on the first batch: whatever really reaches it
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.conv(x))).flatten(1)
+        if self.fc is None:
+            self.fc = nn.Linear(x.shape[1], self.classes)
+        return self.fc(x)
+
+
+def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    return Net(classes)''', {'check_build_model': 'appeared only during the first forward: fc.weight (3, 288)'}),
+    # graded right but its hint blamed a reshape: it standardises with the batch's mean and std
+    'model_standardises_batch_in_forward': ('build_model', '''class Net(nn.Module):
+    def __init__(self, size, classes):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, kernel_size=3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(8 * (size // 2) * (size // 2), classes)
+
+    def forward(self, x):
+        x = (x - x.mean()) / (x.std() + 1e-6)   # normalise the inputs, whatever their scale
+        x = self.pool(torch.relu(self.conv(x)))
+        return self.fc(x.flatten(1))
+
+
+def build_model(size=12, classes=3):
+    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""
+    return Net(size, classes)''', {'check_build_model': 'a statistic of the whole batch'}),
+}
+for _name, (_cell, _source, _lost) in BLIND5.items():
+    VARIANTS[f"blind5_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}

@@ -168,6 +168,19 @@ def check_prepare_batch(prepare_batch, seed=0):
     return f"float32 (N, 1, H, W) images and int64 (N,) labels; forward, loss and backward run for batches {sizes}"
 
 
+def _no_new_parameters(model, returned, size, classes):
+    """Fail if a forward created parameters that the model build_model returned did not have."""
+    known = {id(p) for p in returned}
+    new = [(name, tuple(p.shape)) for name, p in model.named_parameters() if id(p) not in known]
+    if new:
+        raise CheckFailed(
+            f"the parameters of the model build_model({size}, {classes}) returns: expected all of them there on "
+            f"return (an optimizer is built from model.parameters() right after build_model, and .to(device) moves "
+            f"only those), observed {len(new)} that appeared only during the first forward: "
+            f"{', '.join(f'{name} {shape}' for name, shape in new)}.\nHint: create every layer in __init__ (or in "
+            f"build_model), sized from `size`: the Linear takes 8 * (size // 2) ** 2 features.")
+
+
 def _grads_ok(model, n, size):
     for name, p in model.named_parameters():
         expect(p.grad is not None, f"the gradient of `{name}` after backward (batch of {n}, size {size})",
@@ -255,6 +268,7 @@ def check_build_model(build_model, seed=0):
     torch.manual_seed(seed)
     model = call(build_model, size, classes, hints=HINTS, name="build_model")
     expect(isinstance(model, nn.Module), "build_model's result", "an nn.Module", type(model).__name__)
+    returned = list(model.parameters())  # what an optimizer built right after build_model holds (section 5's)
     g = torch.Generator().manual_seed(seed)
     for n in batch_sizes:
         x = torch.rand(n, 1, size, size, generator=g)
@@ -263,6 +277,7 @@ def check_build_model(build_model, seed=0):
         model.zero_grad(set_to_none=True)
         where = f"on a batch of {n} images 1x{size}x{size} (float32)"
         out = call(model, x, hints=HINTS, name="your model", where=where)
+        _no_new_parameters(model, returned, size, classes)
         expect(torch.is_tensor(out) and out.shape == (n, classes), f"the model's output {where}",
                f"shape ({n}, {classes})", tuple(out.shape) if torch.is_tensor(out) else type(out).__name__,
                "flatten with nn.Flatten() or x.flatten(1), which keep the batch dimension, and size the first "
@@ -277,9 +292,22 @@ def check_build_model(build_model, seed=0):
         with torch.no_grad():
             whole = call(model, x, hints=HINTS, name="your model", where=where)
             alone = torch.cat([call(model, x[i:i + 1], hints=HINTS, name="your model", where="on single images") for i in range(n)])
-        expect(close(whole, alone, rtol=1e-3, atol=1e-4), f"the outputs for a batch of {n} (eval mode)",
-               "each sample's logits independent of the other samples", "rows that mix samples",
-               "never reshape across the batch dimension: keep dim 0 as N (x.flatten(1), not x.view(-1, k)).")
+        if not close(whole, alone, rtol=1e-3, atol=1e-4):
+            diff = (whole.double() - alone.double()).abs().max().item()
+            with torch.no_grad():
+                flipped = call(model, x.flip(0), hints=HINTS, name="your model", where=where)
+            if close(flipped, whole.flip(0), rtol=1e-3, atol=1e-4):  # the same for any order: a batch statistic
+                raise CheckFailed(
+                    f"the outputs for a batch of {n} (eval mode): expected each sample's logits independent of the "
+                    f"other samples (the same as for that image alone), observed logits that depend on the rest of "
+                    f"the batch whatever its order (max difference {diff:.3g} from the images one by one): a "
+                    f"statistic of the whole batch (a mean, a std, a norm) enters each sample's logits.\nHint: "
+                    f"compute each sample from its own pixels only: the exercise's network is conv, ReLU, "
+                    f"MaxPool2d(2), flatten and Linear, with no normalisation inside forward.")
+            raise CheckFailed(f"the outputs for a batch of {n} (eval mode): expected each sample's logits independent "
+                              f"of the other samples, observed rows that mix samples (max difference {diff:.3g} from "
+                              f"the images one by one).\nHint: never reshape across the batch dimension: keep dim 0 "
+                              f"as N (x.flatten(1), not x.view(-1, k)).")
         _architecture(model, x, size, classes)
         model.train()
         with torch.no_grad():
