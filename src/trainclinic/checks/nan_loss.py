@@ -820,13 +820,6 @@ def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, 
            f"{steps}, one per step, going through the loader again as often as needed", len(losses),
            f"train stopped after one pass over the loader ({batches} batches): start a new pass "
            f"(`for batch in loader` again) until {steps} steps are done." if one_pass else "")
-    if calls.sites:  # the reference stood in for the learner's safe_step: train must call it once per step
-        expect(calls.count == steps, f"the calls of safe_step during {where}", f"{steps}, one per step (the text: "
-               "use safe_step for every step)", f"{calls.count}{' (train never called safe_step)' if not calls.count else ''}",
-               "call safe_step(model, batch, loss_fn, optimizer), by that name, for each step: the check puts the "
-               "reference safe_step in its place while train runs (so that each cell is graded on its own), and "
-               "train never called it."
-               if not calls.count else "")
     expect(list(result["step"]) == list(range(steps)), 'history["step"]', f"[0, 1, ..., {steps - 1}]",
            f"{list(result['step'])[:6]}{' ...' if len(result['step']) > 6 else ''} ({len(result['step'])} entries)")
     tensors = [v for v in losses if torch.is_tensor(v)]
@@ -845,6 +838,14 @@ def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, 
         before, after = (_mse(m(ds.tensors[0]), ds.tensors[1]).item() for m in (start, model))
     expect(after < before, f"the mean squared error on the whole data set after {where}",
            f"lower than before training ({before:.4g})", f"{after:.4g}")
+    # last, as the more specific faults above also show in a train that steps without safe_step
+    if calls.sites:  # the reference stood in for the learner's safe_step: train must call it once per step
+        expect(calls.count == steps, f"the calls of safe_step during {where}", f"{steps}, one per step (the text: "
+               "use safe_step for every step)", f"{calls.count}{' (train never called safe_step)' if not calls.count else ''}",
+               "call safe_step(model, batch, loss_fn, optimizer), by that name, for each step: the check puts the "
+               "reference safe_step in its place while train runs (so that each cell is graded on its own), and "
+               "train never called it."
+               if not calls.count else "")
 
 
 def _expect_plain_sgd(watch, model, lr, where):
