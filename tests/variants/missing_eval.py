@@ -351,3 +351,22 @@ BLIND4 = {
 }
 for _name, (_cell, _source, _lost) in BLIND4.items():
     VARIANTS[f"blind4_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+# Blind round 5: a correct train_epoch that takes the device from the parameters that require grad failed the
+# simulated cuda:0 probe, whose parameters did not require grad (now they do, as a real model's).
+VARIANTS["blind5_te_device_from_trainable_params_autograd_grad"] = {"cells": {'train_epoch': '''def train_epoch(model, loader, optimizer):
+    """One epoch in training mode; returns the mean batch loss."""
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    device = params[0].device
+    total, count = 0.0, 0
+    for x, y in loader:
+        loss = F.cross_entropy(model(x.to(device)), y.to(device))
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        for p, g in zip(params, grads):
+            p.grad = g                                  # a fresh gradient: nothing accumulated from before
+        optimizer.step()
+        total += loss.detach().item()
+        count += 1
+    return total / count
+'''}, "lost": {}}

@@ -100,9 +100,7 @@ def _device_probe(name, run, c):
     model, loader = _probe_model(c)
     try:
         with SimulatedCuda(say=False) as sim:
-            fake = sim.model(model)
-            for p in fake.parameters():  # nothing to record even if the code turns autograd back on
-                p.requires_grad_(False)
+            fake = sim.model(model)  # its parameters require grad, as a real model's do (the simulation records nothing)
             run(fake, loader)
             moved = sorted({str(t.device) for t in list(fake.parameters()) + list(fake.buffers())} - {"cuda:0"})
     except SimulationLimit as limit:
