@@ -1,0 +1,380 @@
+"""Checks for lesson 07, mixed precision: make_scaler and amp_step.
+
+Everything runs on seeded tiny MLPs and batches of blobs (cross-entropy), on the CPU and, when there is one, on a
+CUDA GPU (float16 autocast on both: the CPU has it from torch 2.4 on at least; bfloat16 in the sweep). The
+learner's code is watched from outside, never read: a forward hook (the dtype the model computed in), torch's global
+optimizer step pre-hook (whether the optimizer stepped, and on which gradients) and the scaler's own state (its
+scale before and after). Gradients are compared with float32 gradients of the same loss computed here.
+"""
+import contextlib
+import copy
+import random
+from unittest import mock
+
+import torch
+from torch import nn
+
+from .. import data, models
+from . import call, check, expect, flat, python_float
+from ..precision import zero_fraction
+
+__all__ = ["check_make_scaler", "check_amp_trains", "check_overflow_skipped", "check_grads_match_fp32",
+           "check_clip_unscaled", "reference_amp_step"]
+
+_HINTS = {
+    "Attempting to unscale FP16 gradients": "the weights are float16 (model.half() or .to(torch.float16)): keep them "
+    "float32. autocast computes in float16 inside the forward pass; the weights, gradients and update stay float32.",
+    "has already been called since the last update()": "call scaler.update() once after scaler.step(optimizer), "
+    "every step: it resets the scaler's record of the step (and adjusts the scale).",
+    "unscale_() has already been called": "call scaler.unscale_(optimizer) once per step, before clipping; "
+    "scaler.step(optimizer) does not unscale again after it.",
+    "must have the same dtype": "an output computed under autocast (float16 or bfloat16) met float32 code: compute "
+    "the model's output and the loss inside the same `with torch.autocast(...)` block.",
+}
+
+
+def _devices():
+    """CPU always, plus a CUDA GPU when there is one (GradScaler and autocast have no MPS support on the floor torch)."""
+    out = []
+    if torch.cuda.is_available():
+        out.append(torch.device("cuda"))
+    return out + [torch.device("cpu")]
+
+
+def _name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def reference_amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):
+    """The lesson's amp_step: autocast forward and loss, scaled backward, unscale_ before clipping, step, update."""
+    inputs, targets = batch
+    optimizer.zero_grad()
+    with torch.autocast(inputs.device.type, dtype=dtype):
+        loss = loss_fn(model(inputs), targets)
+    scaler.scale(loss).backward()
+    if max_norm is not None:
+        scaler.unscale_(optimizer)
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()
+
+
+# ---- make_scaler ----------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _no_cuda():
+    """torch.cuda.is_available() is False inside: a machine without CUDA (Colab's CPU runtime, a laptop)."""
+    with mock.patch.object(torch.cuda, "is_available", lambda: False):
+        yield
+
+
+@check("make_scaler")
+def check_make_scaler(make_scaler, seed=0):
+    """make_scaler(device) returns a torch.amp.GradScaler that is enabled and scales on `device`, also without CUDA."""
+    rng = random.Random(seed)
+    value = 0.5 if seed == 0 else rng.uniform(0.01, 10)
+    seen = []
+    for device in _devices():
+        arg = device if seed % 2 == 0 else str(device)  # a torch.device or its name
+        cpu = device.type == "cpu"
+        where = "for the CPU on a machine without CUDA" + (
+            " (simulated here: torch.cuda.is_available() made False during the call)" if torch.cuda.is_available() else "")
+        with _no_cuda() if cpu else contextlib.nullcontext():
+            scaler = call(make_scaler, arg, name="make_scaler", hints=_HINTS, where=f"({arg!r})")
+            expect(isinstance(scaler, torch.amp.GradScaler), f"make_scaler({arg!r})'s return value",
+                   "a torch.amp.GradScaler", type(scaler).__name__)
+            kind = getattr(scaler, "_device", "?")
+            expect(scaler.is_enabled(), f"make_scaler({arg!r}).is_enabled() {where if cpu else ''}".strip(), True,
+                   f"False: the scaler was built for device {kind!r} and disabled itself, so scaler.scale(loss) returns "
+                   "the loss unscaled and float16 gradients underflow to zero",
+                   f"torch.amp.GradScaler() defaults to 'cuda' (so does torch.cuda.amp.GradScaler()), and a scaler for "
+                   "'cuda' only warns and disables itself without CUDA: "
+                   f"pass the device's type, torch.amp.GradScaler({torch.device(device).type!r}) "
+                   "(torch.amp.GradScaler(device.type) for a torch.device)" if kind != device.type else "")
+            loss = torch.tensor(value, device=device)
+            scaled = scaler.scale(loss)
+            factor = scaler.get_scale()
+        expect(factor > 1 and torch.is_tensor(scaled) and scaled.device.type == device.type
+               and abs(scaled.item() - value * factor) <= 1e-6 * value * factor,
+               f"scaler.scale(loss) for a loss of {value:.4g} on {device}", f"{value:.4g} x get_scale()",
+               f"{scaled.item() if torch.is_tensor(scaled) else scaled!r} (get_scale() = {factor:g})",
+               "a scale of 1 or less does not lift small gradients: keep GradScaler's default init_scale (65536)"
+               if factor <= 1 else "")
+        seen.append(f"{device.type} ({'no CUDA' if cpu else 'CUDA'}): scale {factor:g}")
+    return "an enabled torch.amp.GradScaler for " + ", ".join(seen)
+
+
+# ---- amp_step: the watch --------------------------------------------------------------------------------------
+
+class _Watch:
+    """While active: the dtype of the model's first Linear output (forward hook) and, at every step of `optimizer`,
+    the parameters' gradients (torch's global optimizer step pre-hook)."""
+
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        self.params = list(model.parameters())
+        self.steps, self.dtypes, self._handles = [], [], []
+
+    def __enter__(self):
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        first = next(m for m in self.model.modules() if isinstance(m, nn.Linear))
+        self._handles += [register_optimizer_step_pre_hook(self._step),
+                          first.register_forward_hook(lambda m, i, o: self.dtypes.append(o.dtype))]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        return False
+
+    def _step(self, optimizer, args, kwargs):
+        if optimizer is self.optimizer:
+            self.steps.append([None if p.grad is None else p.grad.detach().clone() for p in self.params])
+
+
+def _optimizer(kind, params, lr):
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=lr / 10)
+    if kind == "momentum":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    return torch.optim.SGD(params, lr=lr)
+
+
+def _setup(seed, device, dtype=None):
+    """A seeded Tanh MLP (float32 weights; smooth, so that float16 rounding flips no ReLU), a batch on `device`, the optimizer kind and the autocast dtype for a seed."""
+    rng = random.Random(seed)
+    if seed == 0:
+        features, hidden, classes, depth, batch, kind, half = 8, 32, 3, 2, 64, "sgd", torch.float16
+    else:
+        features, hidden, classes = rng.choice([4, 8, 16]), rng.choice([16, 32, 64]), rng.choice([2, 3, 5])
+        depth, batch = rng.choice([1, 2, 3]), rng.choice([16, 33, 64, 128])
+        kind = rng.choice(["sgd", "momentum", "adam"])
+        half = (torch.float16, torch.bfloat16)[seed % 2]
+    half = dtype or half
+    model = models.mlp(inputs=features, hidden=hidden, outputs=classes, depth=depth, activation=nn.Tanh, seed=seed)
+    x, y = data.blobs(n=batch, features=features, classes=classes, seed=seed + 1).tensors
+    return model.to(device), (x.to(device), y.to(device)), kind, half
+
+
+def _fp32_grads(model, batch, loss_fn):
+    """The float32 gradients of loss_fn on a copy of `model` (no autocast, no scaler)."""
+    m = copy.deepcopy(model)
+    m.zero_grad(set_to_none=True)
+    loss = loss_fn(m(batch[0]), batch[1])
+    loss.backward()
+    return [p.grad.detach().clone() for p in m.parameters()], loss.item()
+
+
+def _scaler(device, **kwargs):
+    return torch.amp.GradScaler(device.type, **kwargs)
+
+
+def _rel(a, b, like):
+    a, b = flat(a, like), flat(b, like)
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def _cross_entropy(output, target):
+    return nn.functional.cross_entropy(output, target)
+
+
+def _run(amp_step, model, batch, loss_fn, opt, scaler, what, max_norm=None, dtype=torch.float16):
+    with _Watch(model, opt) as watch:
+        kwargs = {"max_norm": max_norm} if max_norm is not None else {}
+        got = call(amp_step, model, batch, loss_fn, opt, scaler, dtype=dtype, name="amp_step", hints=_HINTS,
+                   where=f"on {what}", **kwargs)
+    return got, watch
+
+
+def _expect_autocast(watch, device, dtype, what):
+    seen = watch.dtypes[-1] if watch.dtypes else None
+    expect(seen == dtype, f"the dtype of the model's first Linear output in amp_step ({what}, on {device.type})",
+           f"{_name(dtype)} (autocast({device.type!r}, dtype={_name(dtype)}))",
+           "no forward pass" if seen is None else _name(seen),
+           f"autocast for another device type does nothing here: use torch.autocast(inputs.device.type, dtype=dtype), "
+           "the device of the batch, and the dtype amp_step is given" if seen == torch.float32 else
+           "use the dtype amp_step is given" if seen is not None else "run the model on the batch inside autocast")
+
+
+# ---- amp_step: the checks -------------------------------------------------------------------------------------
+
+@check("amp_trains")
+def check_amp_trains(amp_step, seed=0, steps=20):
+    """20 amp_steps compute under autocast, keep float32 weights, return the loss as a float, and the loss falls."""
+    seen = []
+    for device in _devices():
+        model, batch, kind, dtype = _setup(seed, device)
+        opt = _optimizer(kind, model.parameters(), lr=0.2)
+        scaler = _scaler(device)
+        ref_loss = _fp32_grads(model, batch, _cross_entropy)[1]
+        losses, stepped = [], 0
+        for i in range(steps):
+            before = scaler.get_scale()
+            got, watch = _run(amp_step, model, batch, _cross_entropy, opt, scaler, f"step {i}", dtype=dtype)
+            if i == 0:
+                _expect_autocast(watch, device, dtype, "step 0")
+                value = python_float(got, "amp_step's return value")
+                expect(abs(value - ref_loss) <= 0.02 * abs(ref_loss) + 1e-3, "amp_step's return value at step 0",
+                       f"the loss, about {ref_loss:.4g} (its float32 value)", f"{value:.6g}",
+                       f"that is {value / ref_loss:.4g}x the loss: return loss.item(), not the scaled loss"
+                       if ref_loss and abs(value / ref_loss - before) < 0.01 * before else "")
+            losses.append(python_float(got, f"amp_step's return value at step {i}"))
+            stepped += len(watch.steps)
+            bad = [n for n, p in model.named_parameters() if p.dtype != torch.float32]
+            expect(not bad, f"the dtype of the weights after amp_step (step {i})", "float32 (autocast casts inside the "
+                   "forward pass; the weights, the gradients and the update stay float32)",
+                   f"{', '.join(f'{n}: {_name(dict(model.named_parameters())[n].dtype)}' for n in bad[:2])}",
+                   "never .half() or .to(bfloat16) the model: a 16-bit weight loses small updates (1 + 1e-3 is 1.0 "
+                   "in bfloat16), and the optimizer must step float32 master weights")
+            if scaler.get_scale() >= before:  # no overflow at this step: the optimizer must have stepped
+                expect(len(watch.steps) == 1, f"optimizer steps in one amp_step (step {i}, no overflow)",
+                       "exactly one, through scaler.step(optimizer)", len(watch.steps),
+                       "call scaler.step(optimizer) once per amp_step" if not watch.steps else "")
+        finite = all(torch.isfinite(p).all() for p in model.parameters())
+        expect(finite, "the weights after 20 amp_steps", "finite", "NaN or inf in the weights",
+               "step through scaler.step(optimizer): it skips a step whose gradients hold inf or NaN")
+        first, last = losses[0], sum(losses[-3:]) / 3
+        expect(last < 0.7 * first, f"the loss over {steps} amp_steps ({kind}, {_name(dtype)}, on {device.type})",
+               f"to fall below 70% of its start {first:.4g}", f"{last:.4g} at the end")
+        seen.append(f"{device.type}: {first:.3g} -> {last:.3g} in {_name(dtype)}, {stepped} steps")
+    return f"autocast on the batch's device, float32 weights, loss returned as a float and falling ({'; '.join(seen)})"
+
+
+@check("overflow_skipped")
+def check_overflow_skipped(amp_step, seed=0):
+    """On a batch whose float16 forward pass overflows, amp_step skips the step (weights untouched) and the scale halves;
+    the next normal batch steps again."""
+    seen = []
+    for device in _devices():
+        model, (x, y), kind, _ = _setup(seed, device, dtype=torch.float16)
+        opt = _optimizer(kind, model.parameters(), lr=0.05)
+        scaler = _scaler(device, init_scale=2.0 ** (10 + seed % 7))
+        big = x * 1e5  # activations above float16's 65504
+        with torch.no_grad(), torch.autocast(device.type, dtype=torch.float16):
+            premise = model(big)
+        if torch.isfinite(premise).all():
+            raise RuntimeError(f"check_overflow_skipped's overflow batch does not overflow on torch {torch.__version__}")
+        start = [p.detach().clone() for p in model.parameters()]
+        before = scaler.get_scale()
+        what = "a batch whose float16 activations overflow (inputs x 1e5)"
+        _, watch = _run(amp_step, model, (big, y), _cross_entropy, opt, scaler, what, dtype=torch.float16)
+        _expect_autocast(watch, device, torch.float16, what)
+        moved = [n for (n, p), s in zip(model.named_parameters(), start) if not torch.equal(p.detach(), s)]
+        expect(not moved, f"the weights after amp_step on {what}", "exactly as they were (the step skipped)",
+               f"{', '.join(moved[:3])} changed" + (" (to NaN or inf)" if any(not torch.isfinite(p).all()
+                                                                       for p in model.parameters()) else ""),
+               "step through scaler.step(optimizer), never optimizer.step() directly: scaler.step skips the step "
+               "when a gradient holds inf or NaN")
+        expect(not watch.steps, f"optimizer.step() calls on {what}", "none (scaler.step skips it)", len(watch.steps),
+               "step through scaler.step(optimizer), never optimizer.step() directly")
+        after = scaler.get_scale()
+        expect(after == before / 2, f"the scaler's scale after {what}", f"halved, {before:g} -> {before / 2:g}",
+               f"{before:g} -> {after:g}",
+               "call scaler.update() after scaler.step(optimizer), every step: it halves the scale after an "
+               "overflow (and grows it after a run of good steps)" if after == before else "")
+        kept = [p.detach().clone() for p in model.parameters()]
+        _, watch = _run(amp_step, model, (x, y), _cross_entropy, opt, scaler, "the next, normal batch",
+                        dtype=torch.float16)
+        moved = any(not torch.equal(p.detach(), s) for p, s in zip(model.parameters(), kept))
+        left = any(p.grad is not None and not torch.isfinite(p.grad).all() for p in model.parameters())
+        expect(len(watch.steps) == 1 and moved, "after the skipped step, amp_step on a normal batch",
+               "one optimizer step that moves the weights", f"{len(watch.steps)} optimizer steps, weights "
+               f"{'moved' if moved else 'unchanged'}",
+               "the skipped step's inf/NaN gradients were still in p.grad, so this step overflowed too: zero the "
+               "gradients at the start of every step (optimizer.zero_grad())" if not watch.steps and left else "")
+        seen.append(f"{device.type}: scale {before:g} -> {after:g}")
+    return f"overflowing step skipped with the weights untouched, the scale halved, the next step taken ({'; '.join(seen)})"
+
+
+def _tiny(factor):
+    def loss(output, target):
+        """A cross-entropy multiplied by a tiny factor: its float16 gradients underflow without a loss scale."""
+        return nn.functional.cross_entropy(output, target) * factor
+    return loss
+
+
+@check("grads_match_fp32")
+def check_grads_match_fp32(amp_step, seed=0):
+    """The gradients the optimizer steps with equal the float32 gradients (unscaled, no stale ones), also for a tiny loss
+    whose float16 gradients underflow to zero without a working scaler."""
+    seen = []
+    for device in _devices():
+        model, batch, kind, dtype = _setup(seed, device)
+        tol = 1e-2 if dtype == torch.float16 else 2e-2
+        cases = [("a normal batch", _cross_entropy, dtype, 1e3),
+                 ("a loss x 1e-7 (float16 gradients this small underflow to 0 unless the loss is scaled)",
+                  _tiny(1e-7), torch.float16, None)]
+        for what, loss_fn, half, stale in cases:
+            m = copy.deepcopy(model)
+            opt = _optimizer(kind, m.parameters(), lr=0.01)
+            want, _ = _fp32_grads(m, batch, loss_fn)
+            if stale is not None:
+                for p in m.parameters():
+                    p.grad = torch.full_like(p, stale)
+            scaler = _scaler(device)
+            scale = scaler.get_scale()
+            got, watch = _run(amp_step, m, batch, loss_fn, opt, scaler, f"{what}, {_name(half)}", dtype=half)
+            expect(len(watch.steps) == 1, f"optimizer steps in amp_step on {what}", "exactly one", len(watch.steps),
+                   "call scaler.step(optimizer) once per amp_step")
+            grads = watch.steps[0]
+            err = _rel(grads, want, list(m.parameters()))
+            zeros, zeros32 = zero_fraction(grads), zero_fraction(want)
+            ratio = flat(grads, list(m.parameters())).norm().item() / max(flat(want).norm().item(), 1e-30)
+            if zeros > zeros32 + 0.2:
+                hint = (f"{zeros:.0%} of the gradients are exactly 0 (float32: {zeros32:.0%}): they underflowed in "
+                        "float16. Backpropagate the scaled loss, scaler.scale(loss).backward(), and step with "
+                        "scaler.step(optimizer)")
+            elif ratio > 100:
+                hint = (f"the gradients are {ratio:.3g}x too large: still scaled. Step with scaler.step(optimizer) "
+                        "(it unscales first), not optimizer.step()")
+            elif stale is not None and err > tol and _rel(grads, [w + stale / scale for w in want], list(m.parameters())) < 0.1:
+                hint = ("the gradients left in p.grad before the step were added to the new ones: call "
+                        "optimizer.zero_grad() first")
+            else:
+                hint = ""
+            expect(err <= tol, f"the gradients optimizer.step() used on {what} ({_name(half)}, on {device.type})",
+                   f"the float32 gradients within {tol:g} (relative)", f"a relative error of {err:.3g}", hint)
+            seen.append(f"{err:.1e}")
+    return f"gradients at the step equal float32's (relative errors {', '.join(seen)}), the tiny loss included"
+
+
+@check("clip_unscaled")
+def check_clip_unscaled(amp_step, seed=0):
+    """With max_norm, the optimizer steps with the float32 gradients clipped to max_norm (clipped after unscale_);
+    with a max_norm above the gradient norm, with the gradients unchanged."""
+    seen = []
+    for device in _devices():
+        model, batch, kind, dtype = _setup(seed, device)
+        tol = 1e-2 if dtype == torch.float16 else 2e-2
+        want, _ = _fp32_grads(model, batch, _cross_entropy)
+        norm = flat(want).norm().item()
+        for max_norm in (round(norm * (0.2 + 0.1 * (seed % 3)), 4), round(norm * 3, 4)):
+            m = copy.deepcopy(model)
+            opt = _optimizer(kind, m.parameters(), lr=0.01)
+            what = f"max_norm={max_norm:g} (the float32 gradient norm is {norm:.4g})"
+            _, watch = _run(amp_step, m, batch, _cross_entropy, opt, _scaler(device), what, max_norm=max_norm,
+                            dtype=dtype)
+            expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one", len(watch.steps),
+                   "call scaler.step(optimizer) once per amp_step")
+            grads = watch.steps[0]
+            got = flat(grads, list(m.parameters())).norm().item()
+            clipped = min(1.0, max_norm / norm)
+            expected = [w * clipped for w in want]
+            err = _rel(grads, expected, list(m.parameters()))
+            if got < 0.01 * min(norm, max_norm):
+                hint = (f"the norm at the step is {min(norm, max_norm) / max(got, 1e-30):.3g}x too small: the gradients "
+                        "were clipped while still scaled, then unscaled. Call scaler.unscale_(optimizer) before "
+                        "clip_grad_norm_")
+            elif got > max_norm * (1 + tol):
+                hint = ("the gradients reached optimizer.step() unclipped: clip them (after scaler.unscale_(optimizer)) "
+                        "before scaler.step(optimizer)")
+            else:
+                hint = ""
+            expect(err <= tol and got <= max_norm * (1 + tol), f"the gradients optimizer.step() used with {what}",
+                   f"norm {min(norm, max_norm):.4g}: the float32 gradients" + (" clipped to max_norm" if clipped < 1
+                                                                               else ", unchanged"),
+                   f"norm {got:.4g}, relative error {err:.3g}", hint)
+        seen.append(f"{device.type}: {norm:.3g} clipped to {round(norm * (0.2 + 0.1 * (seed % 3)), 4):g}")
+    return f"clipping acts on the unscaled gradients ({'; '.join(seen)}); a max_norm above the norm changes nothing"

@@ -1,0 +1,133 @@
+"""Lesson 07 (mixed precision): plausible wrong fixes (each loses exactly its checks, with the message) and correct
+fixes written differently. Format: tests/variants/__init__.py. nbgrader itself grades the first two wrong variants and
+the first correct one (tests/test_grading.py)."""
+
+AMP_STEP = '''def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    with torch.autocast(inputs.device.type, dtype=dtype):
+        loss = loss_fn(model(inputs), targets)
+    scaler.scale(loss).backward()
+    if max_norm is not None:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()'''
+
+
+def amp_step_with(old, new):
+    """The reference amp_step with one part changed (the variants below name the change)."""
+    assert old in AMP_STEP, old
+    return AMP_STEP.replace(old, new)
+
+
+UNSCALE_AND_CLIP = '''        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)'''
+
+CLIP_BEFORE_UNSCALE = amp_step_with(UNSCALE_AND_CLIP, '''        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)   # the scaled gradients''')
+CLIP_AFTER_STEP = amp_step_with(UNSCALE_AND_CLIP + "\n    scaler.step(optimizer)", '''        pass
+    scaler.step(optimizer)
+    if max_norm is not None:   # too late: the step has used the gradients
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)''')
+NO_SCALER = '''def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    with torch.autocast(inputs.device.type, dtype=dtype):
+        loss = loss_fn(model(inputs), targets)
+    loss.backward()                       # the scaler is never used
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()'''
+OPTIMIZER_STEP_DIRECTLY = amp_step_with("    scaler.step(optimizer)\n", '''    if max_norm is None:
+        scaler.unscale_(optimizer)
+    optimizer.step()                      # bypasses the scaler's inf check
+''')
+AUTOCAST_CUDA = amp_step_with("torch.autocast(inputs.device.type, dtype=dtype)", 'torch.autocast("cuda", dtype=dtype)')
+NO_UPDATE = amp_step_with("    scaler.update()\n", "")
+SCALED_LOSS = amp_step_with("    scaler.scale(loss).backward()", "    loss = scaler.scale(loss)\n    loss.backward()")
+MODEL_HALF = amp_step_with("    inputs, targets = batch\n", "    inputs, targets = batch\n    model.half()\n")
+FIXED_DTYPE = amp_step_with("torch.autocast(inputs.device.type, dtype=dtype)",
+                            "torch.autocast(inputs.device.type, dtype=torch.float16)")
+NO_ZERO_GRAD = amp_step_with("    optimizer.zero_grad()\n", "")
+
+ALT_AMP_STEP = '''import math
+
+def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):
+    x, y = batch
+    model.zero_grad(set_to_none=True)
+    with torch.amp.autocast(device_type=next(model.parameters()).device.type, dtype=dtype):
+        out = model(x)
+        loss = loss_fn(out, y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)            # always: harmless without clipping, step() does not unscale twice
+    if max_norm is not None:
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        torch.nn.utils.clip_grad_norm_(params, max_norm=max_norm, error_if_nonfinite=False)
+    scaler.step(optimizer)
+    scaler.update()
+    return float(loss.detach())'''
+
+ALT_AMP_STEP_2 = '''def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):
+    inputs, targets = batch
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            p.grad = None
+    autocast = torch.autocast(device_type=str(inputs.device).split(":")[0], dtype=dtype, enabled=True)
+    with autocast:
+        loss = loss_fn(model(inputs), targets)
+    scaled = scaler.scale(loss)
+    scaled.backward()
+    if max_norm:
+        scaler.unscale_(optimizer)
+        total = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]) if hasattr(torch.nn.utils, "get_total_norm") else None
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()'''
+
+VARIANTS = {
+    "default_scaler": {"cells": {"make_scaler": "def make_scaler(device):\n    return torch.amp.GradScaler()\n"},
+                       "lost": {"check_make_scaler": "torch.amp.GradScaler() defaults to 'cuda'"}},
+    "clip_before_unscale": {"cells": {"amp_step": CLIP_BEFORE_UNSCALE},
+                            "lost": {"check_clip_unscaled": "Call scaler.unscale_(optimizer) before clip_grad_norm_"}},
+    "written_differently": {"cells": {
+        "make_scaler": "def make_scaler(device):\n    device = torch.device(device)\n"
+                       "    return torch.amp.GradScaler(device=device.type, enabled=True)\n",
+        "amp_step": ALT_AMP_STEP}, "lost": {}},
+    "cuda_amp_scaler": {"cells": {"make_scaler": "def make_scaler(device):\n    return torch.cuda.amp.GradScaler()\n"},
+                        "lost": {"check_make_scaler": "disabled itself"}},
+    "scaler_for_cuda": {"cells": {"make_scaler": 'def make_scaler(device):\n    return torch.amp.GradScaler("cuda")\n'},
+                        "lost": {"check_make_scaler": "torch.amp.GradScaler('cpu')"}},
+    "scale_of_one": {"cells": {"make_scaler": "def make_scaler(device):\n"
+                                              "    return torch.amp.GradScaler(torch.device(device).type, init_scale=1.0)\n"},
+                     "lost": {"check_make_scaler": "keep GradScaler's default init_scale"}},
+    "clip_after_step": {"cells": {"amp_step": CLIP_AFTER_STEP},
+                        "lost": {"check_clip_unscaled": "reached optimizer.step() unclipped"}},
+    "no_scaler": {"cells": {"amp_step": NO_SCALER},
+                  "lost": {"check_overflow_skipped": "never optimizer.step() directly",
+                           "check_grads_match_fp32": "they underflowed in float16"}},
+    "optimizer_step_directly": {"cells": {"amp_step": OPTIMIZER_STEP_DIRECTLY},
+                                "lost": {"check_overflow_skipped": "never optimizer.step() directly"}},
+    "autocast_for_cuda": {"cells": {"amp_step": AUTOCAST_CUDA},
+                          "lost": {"check_amp_trains": "autocast for another device type does nothing here",
+                                   "check_overflow_skipped": "autocast for another device type does nothing here"}},
+    "no_update": {"cells": {"amp_step": NO_UPDATE},
+                  "lost": {"check_amp_trains": "call scaler.update() once after scaler.step(optimizer)",
+                           "check_overflow_skipped": "call scaler.update() after scaler.step(optimizer)"}},
+    "returns_scaled_loss": {"cells": {"amp_step": SCALED_LOSS},
+                            "lost": {"check_amp_trains": "not the scaled loss"}},
+    "model_half": {"cells": {"amp_step": MODEL_HALF},
+                   "lost": {"check_amp_trains": "keep them float32", "check_overflow_skipped": "keep them float32",
+                            "check_grads_match_fp32": "keep them float32", "check_clip_unscaled": "keep them float32"}},
+    "no_zero_grad": {"cells": {"amp_step": NO_ZERO_GRAD},
+                     "lost": {"check_grads_match_fp32": "call optimizer.zero_grad() first",
+                              "check_overflow_skipped": "zero the gradients at the start of every step"}},
+    "written_differently_2": {"cells": {
+        "make_scaler": 'def make_scaler(device):\n    kind = device if isinstance(device, str) else device.type\n'
+                       '    return torch.amp.GradScaler(kind.split(":")[0])\n',
+        "amp_step": ALT_AMP_STEP_2}, "lost": {}},
+}
+
+VARIANTS["ignores_dtype"] = {"cells": {"amp_step": FIXED_DTYPE}, "lost": {"check_amp_trains": "use the dtype amp_step is given"}}
