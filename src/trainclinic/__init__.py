@@ -2,7 +2,7 @@
 
 Importing it only imports torch: matplotlib and ipywidgets load when a plot is drawn.
 """
-from . import checks, data, device, evaluation, gradients, memory, models, monitor, nonfinite, plots, shapes
+from . import checks, data, device, evaluation, gradients, memory, models, monitor, nonfinite, plots, precision, shapes
 from .checks import CheckFailed
 from .data import blobs, loader, regression, seed_everything
 from .device import SimulatedCuda, accelerator, banner, pick_device, strays
@@ -15,5 +15,5 @@ __version__ = "0.1.0"
 __all__ = [
     "CheckFailed", "LivePlot", "SimulatedCuda", "accelerator", "banner", "blobs", "checks", "data", "device",
     "evaluation", "explore", "grad_norm", "gradients", "layer_grad_norms", "loader", "memory", "mlp", "models",
-    "monitor", "nonfinite", "pick_device", "plots", "regression", "seed_everything", "shapes", "strays",
+    "monitor", "nonfinite", "pick_device", "plots", "precision", "regression", "seed_everything", "shapes", "strays",
 ]
