@@ -31,36 +31,12 @@ def real_cuda_error(errors):
 
 
 def mixed_precision(device, width=4096, batch=8192, steps=10):
-    """Speed and peak-memory ratios of an MLP training step under autocast (fp16 on cuda, bf16 elsewhere) vs float32."""
-    import torch
-    from torch import nn
+    """Lesson 07's measurement (and 03's other lever): speed and peak-memory ratios of an MLP training step under
+    autocast (fp16 on cuda, bf16 elsewhere) against float32, from trainclinic.precision.compare."""
+    from trainclinic import precision
 
-    from trainclinic import memory
-
-    half = torch.float16 if device.type == "cuda" else torch.bfloat16
-    model = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10)).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(batch, width, device=device), torch.randint(0, 10, (batch,), device=device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    result = {"dtype": str(half)}
-    for name, autocast in (("float32", False), ("mixed", True)):
-        def step():
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast(device.type, dtype=half, enabled=autocast):
-                loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-        step()  # warm-up
-        sync()
-        with memory.measure(device) as m:
-            start = time.perf_counter()
-            for _ in range(steps):
-                step()
-            sync()
-            seconds = (time.perf_counter() - start) / steps
-        result[name] = {"seconds_per_step": round(seconds, 5), "peak_bytes": m.peak}
-    result["speedup"] = round(result["float32"]["seconds_per_step"] / result["mixed"]["seconds_per_step"], 2)
-    result["memory_ratio"] = round(result["mixed"]["peak_bytes"] / result["float32"]["peak_bytes"], 3)
+    result = precision.compare(device, width=width, batch=batch, steps=steps)
+    result["lesson"] = "07_mixed_precision"
     return result
 
 
@@ -100,7 +76,7 @@ def main():
     except ImportError:
         pass
     report["mixed_precision"] = mixed_precision(torch.device("cuda", 0))
-    print(f"mixed precision (03's lever): {report['mixed_precision']['speedup']}x faster, peak memory x "
+    print(f"mixed precision (lesson 07; 03's other lever): {report['mixed_precision']['speedup']}x faster, peak memory x "
           f"{report['mixed_precision']['memory_ratio']}")
     out = ROOT / "artifacts" / "gpu-report.json"
     out.parent.mkdir(exist_ok=True)

@@ -14,11 +14,12 @@
 # **The failure:** mostly silent. Under `torch.autocast` with float16, small gradients underflow to exactly 0 and the
 # weights stop learning; a `torch.amp.GradScaler()` built without its device disables itself on a machine without
 # CUDA, with only a warning, `torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.`; clipping
-# before `unscale_` makes every update hundreds of times too small. The one that raises: an autocast output that
-# reaches float32 code, `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float`.
+# before `unscale_` makes every update up to as many times too small as the loss scale (1024x below). The one
+# that raises: an autocast output that reaches float32 code,
+# `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float`.
 #
 # **What you will learn**
-# - what float16 and bfloat16 can hold: float16 overflows above 65504 and flushes values below 6·10⁻⁸ to 0;
+# - what float16 and bfloat16 can hold: float16 overflows above 65504 and rounds values below about 3·10⁻⁸ to 0;
 #   bfloat16 has float32's range but only about 3 significant digits, so pure-bfloat16 weights never move;
 # - how `GradScaler` rescues small float16 gradients: it scales the loss up, unscales the gradients, **skips** a step
 #   whose gradients overflowed and halves its scale;
@@ -38,7 +39,6 @@ if importlib.util.find_spec("trainclinic") is None:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "git+https://github.com/trainclinic/trainclinic@main"], check=True)
 import torch
 import trainclinic as tc
-from trainclinic import precision
 torch.set_num_threads(1)  # tiny models: one CPU thread is the fastest
 device = tc.pick_device()
 tc.banner(device);
@@ -52,6 +52,10 @@ tc.banner(device);
 # %%
 import warnings
 from torch import nn
+from trainclinic import precision
+
+if device.type == "mps":  # autocast and GradScaler on Apple GPUs are recent and untested with this course: the CPU
+    device = torch.device("cpu")
 
 values = torch.tensor([70000.0, 65504.0, 1e-8, 6e-8, 1 + 1e-3], dtype=torch.float64)
 print(f"{'value':>12} {'float32':>16} {'float16':>16} {'bfloat16':>16}")
@@ -62,14 +66,14 @@ for dt in (torch.float16, torch.bfloat16):
     print(f"{str(dt)[6:]:9} max {f.max:.6g}, smallest normal {f.tiny:.3g}, eps {f.eps:.3g}")
 
 # %% [markdown]
-# **float16** turns 70000 into `inf` (its largest value is 65504) and 1e-8 into 0 (below its smallest subnormal,
-# about 6·10⁻⁸). **bfloat16** keeps float32's range (no `inf`, no 0) but has 8 bits of mantissa: 1 + 0.001 is 1.0.
+# **float16** turns 70000 into `inf` (its largest value is 65504) and 1e-8 into 0 (less than half its smallest
+# subnormal, about 6·10⁻⁸). **bfloat16** keeps float32's range (no `inf`, no 0) but has 8 bits of mantissa: 1 + 0.001 is 1.0.
 #
 # ### Gradients underflow to zero
 #
 # Small gradients are normal: a loss averaged over a big batch, a loss weighted by a small factor, the deep layers of a
 # network. Here a loss multiplied by 1e-7, under `torch.autocast` in float16. The weights stay float32, but the
-# gradients flowing back through the float16 activations are float16 too, and below 6·10⁻⁸ they become 0:
+# gradients flowing back through the float16 activations are float16 too, and below about 3·10⁻⁸ they become 0:
 
 # %%
 half = torch.float16  # float16 autocast: on a GPU, and on the CPU (torch >= 2.4 at least; bfloat16 everywhere)
@@ -141,7 +145,7 @@ logits = head(features)            # outside autocast: float32 weights, float16 
 # - `mat1 and mat2`: the two matrices of the matrix product inside `nn.Linear` (`addmm`): `mat1` is the input, `mat2`
 #   the layer's weight (transposed).
 # - `but got Half and Float`: the input is float16 (`Half`; `BFloat16` under bfloat16 autocast), the weight float32
-#   (`Float`). On a real GPU the same mistake reads `expected mat1 and mat2 to have the same dtype, but got: c10::Half != float`.
+#   (`Float`). A GPU may word it differently; the cause and the fix are the same.
 # - The line is the first float32 operation **after** the autocast block. Compute the model's output and the loss
 #   inside one `with torch.autocast(...)` block, or cast at the seam with `.float()`.
 #
@@ -216,6 +220,35 @@ def one_update(unscale_first, max_norm=1.0):
 
 ratio = one_update(True) / one_update(False)
 print(f"clipping the scaled gradients made the update {ratio:.0f}x too small")
+
+# %% [markdown]
+# The scaler does check the *order* of its own calls, and raises. `unscale_` twice in one step, or a new step
+# without `scaler.update()` after the last one:
+
+# %%
+def misuse(kind):
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler(device.type)
+    try:
+        for step in range(2):
+            optimizer.zero_grad()
+            with torch.autocast(device.type, dtype=half):
+                loss = nn.functional.cross_entropy(model(xb), yb)
+            scaler.scale(loss).backward()
+            if kind != "no update, no clipping":
+                scaler.unscale_(optimizer)
+                if kind == "unscale_ twice":
+                    scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            if kind == "unscale_ twice":
+                scaler.update()
+    except RuntimeError as err:
+        print(f"{kind:22}: RuntimeError: {err}")
+
+for kind in ("unscale_ twice", "no update", "no update, no clipping"):
+    misuse(kind)
 
 # %% [markdown]
 # ### Pure bfloat16 weights never move
@@ -433,11 +466,12 @@ tc.explore(run, title="amp_step", failure={"loss_scale": 1.0, "bfloat16": False}
 #
 # | Symptom | Cause | Fix |
 # |---|---|---|
-# | float16 training does not learn; many gradients exactly 0; nothing raises | gradients underflow in float16 (below 6·10⁻⁸) | `scaler.scale(loss).backward()`, `scaler.step(optimizer)`, `scaler.update()`; or bfloat16 |
+# | float16 training does not learn; many gradients exactly 0; nothing raises | gradients underflow in float16 (below about 3·10⁻⁸) | `scaler.scale(loss).backward()`, `scaler.step(optimizer)`, `scaler.update()`; or bfloat16 |
 # | `torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.` | `torch.amp.GradScaler()` (or `torch.cuda.amp.GradScaler()`) defaults to CUDA | `torch.amp.GradScaler(device.type)` |
 # | `RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float` | an autocast output reaches float32 code outside the block | output and loss inside one `torch.autocast` block, or `.float()` at the seam |
 # | training with clipping under AMP barely moves; `clip_grad_norm_` returns norms in the hundreds or thousands | clipping the scaled gradients | `scaler.unscale_(optimizer)` before `clip_grad_norm_` |
-# | `RuntimeError: unscale_() has already been called on this optimizer since the last update().` | `unscale_` twice in one step (or no `scaler.update()` after the step) | one `unscale_` per step; `scaler.update()` after every `scaler.step` |
+# | `RuntimeError: unscale_() has already been called on this optimizer since the last update().` | `scaler.unscale_(optimizer)` twice in one step | one `unscale_` per step, before clipping |
+# | `RuntimeError: unscale_() is being called after step().` (or, without clipping, `step() has already been called since the last update().`) | no `scaler.update()` after the last `scaler.step` | `scaler.update()` after every `scaler.step(optimizer)` |
 # | the scale keeps halving, every step skipped | the forward pass overflows float16 (activations above 65504) | bfloat16; normalise the inputs; run that part in float32 (`autocast(..., enabled=False)`) |
 # | bfloat16 model whose weights never change | pure bfloat16 weights: small updates round away | float32 weights + `torch.autocast(..., dtype=torch.bfloat16)` |
 # | autocast on a CPU is slower than float32 | no native bfloat16 in this CPU (AVX512-BF16, AMX) | float32 on such a CPU; mixed precision on a GPU |

@@ -47,7 +47,7 @@ def _sync(device):
 def compare(device, dtype=None, width=4096, batch=8192, steps=10, seed=0):
     """One SGD step of a 3-layer MLP (width x width) in float32 and under autocast(`dtype`), on `device`.
 
-    Returns {"dtype", "float32": {"seconds_per_step", "peak_bytes"}, "mixed": {...}, "speedup" (float32 time /
+    Returns {"device", "dtype", "width", "batch", "steps", "float32": {"seconds_per_step", "peak_bytes"}, "mixed": {...}, "speedup" (float32 time /
     mixed time), "memory_ratio" (mixed peak / float32 peak)}. Each mode: one warm-up step, `steps` timed steps,
     then one step whose peak memory is measured."""
     from . import memory
@@ -62,7 +62,7 @@ def compare(device, dtype=None, width=4096, batch=8192, steps=10, seed=0):
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(batch, width, generator=gen).to(device)
     y = torch.randint(0, 10, (batch,), generator=gen).to(device)
-    result = {"dtype": str(half)}
+    result = {"device": str(device), "dtype": str(half), "width": width, "batch": batch, "steps": steps}
     for name, autocast in (("float32", False), ("mixed", True)):
         def step():
             opt.zero_grad(set_to_none=True)

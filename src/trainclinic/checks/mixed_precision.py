@@ -26,6 +26,8 @@ _HINTS = {
     "float32. autocast computes in float16 inside the forward pass; the weights, gradients and update stay float32.",
     "has already been called since the last update()": "call scaler.update() once after scaler.step(optimizer), "
     "every step: it resets the scaler's record of the step (and adjusts the scale).",
+    "unscale_() is being called after step()": "call scaler.update() once after scaler.step(optimizer), every "
+    "step: it resets the scaler's record of the step (and adjusts the scale).",
     "unscale_() has already been called": "call scaler.unscale_(optimizer) once per step, before clipping; "
     "scaler.step(optimizer) does not unscale again after it.",
     "must have the same dtype": "an output computed under autocast (float16 or bfloat16) met float32 code: compute "
