@@ -154,12 +154,12 @@ logits = head(features)            # outside autocast: float32 weights, float16 
 # scaler that switched itself off (and in a script, it scrolls past).
 
 # %% [markdown]
-# ## 2 · Diagnose: watch the scaler
+# ## 2 · Diagnose: the gradient norm, and the scaler's state
 #
-# `GradScaler` has state worth looking at: `scaler.get_scale()`, before and after each step. When a scaled gradient
-# overflows (inf or NaN), `scaler.step(optimizer)` **skips** the step (the weights stay as they were) and
-# `scaler.update()` **halves** the scale; after 2000 good steps in a row (`growth_interval`) it doubles it. Below,
-# step 1's batch is planted to overflow (its inputs times 1e4):
+# Underflow raises nothing, but the **gradient norm** shows it. A small classifier trained under float16 autocast on
+# a loss multiplied by 1e-6 (the learning rate is multiplied by 1e6 to make up for it), `tc.LivePlot` drawing the
+# loss and the gradient norm, first without a scaler, then with one. The norm is taken after `scaler.unscale_`, so
+# both runs are on the same (true) scale:
 
 # %%
 data = tc.blobs(n=256, features=16, classes=4, seed=0)
@@ -168,6 +168,41 @@ xb, yb = data.tensors[0][:64].to(device), data.tensors[1][:64].to(device)
 def make_model():
     return tc.mlp(inputs=16, hidden=64, outputs=4, seed=0).to(device)
 
+def train_tiny(use_scaler, plot, steps=40):
+    """float16 autocast on a loss x 1e-6, with or without a (working) GradScaler."""
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=2e5)
+    scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)  # enabled=False: scale() and unscale_ do nothing
+    for step in range(steps):
+        optimizer.zero_grad()
+        with torch.autocast(device.type, dtype=half):
+            loss = nn.functional.cross_entropy(model(xb), yb) * 1e-6
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        plot.update(step, loss.item() * 1e6, tc.grad_norm(model))
+        scaler.step(optimizer)
+        scaler.update()
+    zeros = precision.zero_fraction([p.grad for p in model.parameters()])
+    loss = plot.history["loss"]
+    print(f"{plot.title}: loss {loss[0]:.4g} -> {loss[-1]:.4g}, {zeros:.0%} of the last gradients are exactly 0")
+
+with tc.LivePlot("float16, no GradScaler (loss x 1e-6)", every=4) as plot:
+    train_tiny(False, plot)
+with tc.LivePlot("float16 with GradScaler (loss x 1e-6)", every=4) as plot:
+    train_tiny(True, plot)
+
+# %% [markdown]
+# Without the scaler the loss is flat and the gradient norm is 0 (nothing to draw on a log scale): every gradient
+# underflowed. With it, the same model trains. **A gradient norm of exactly 0 under float16 means underflow.**
+#
+# ### The scaler's state
+#
+# `GradScaler` has state worth looking at: `scaler.get_scale()`, before and after each step. When a scaled gradient
+# overflows (inf or NaN), `scaler.step(optimizer)` **skips** the step (the weights stay as they were) and
+# `scaler.update()` **halves** the scale; after 2000 good steps in a row (`growth_interval`) it doubles it. Below,
+# step 1's batch is planted to overflow (its inputs times 1e4):
+
+# %%
 model = make_model()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 scaler = torch.amp.GradScaler(device.type)
