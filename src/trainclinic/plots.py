@@ -38,7 +38,8 @@ def _finite(values):
 
 def draw(history, title=""):
     """Render {'loss': [...], 'grad_norm': [...], other lists...} as PNG bytes, one panel each (log scales for
-    wide ranges; first non-finite step marked; history['limits'] = {panel: value} draws a limit line there)."""
+    wide ranges; first non-finite step marked; history['limits'] = {panel: value} draws a limit line there;
+    history['reference'] = {panel: [...]} draws another run there, dashed, one value per step from 0)."""
     from matplotlib.figure import Figure
 
     def present(key):
@@ -59,6 +60,9 @@ def draw(history, title=""):
         positive = [v for v in ys if v == v and v > 0]
         ax.plot(steps, ys, lw=1.5, color={"loss": "tab:blue", "grad_norm": "tab:orange"}.get(key, "tab:green"),
                 marker="o" if len(ys) == 1 else None)  # a single point shows
+        reference = (history.get("reference") or {}).get(key)  # a run to compare with: grey, dashed, underneath
+        if reference:
+            ax.plot(range(len(reference)), _finite(reference), lw=1.2, ls="--", color="grey", zorder=0)
         if positive and max(positive) / min(positive) > 50:
             ax.set_yscale("log")
         limit = limits.get(key)  # e.g. {"peak_MiB": budget}: a red line on that panel

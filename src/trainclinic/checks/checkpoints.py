@@ -1,0 +1,567 @@
+"""Checks for lesson 08, checkpoints across devices: save_checkpoint, resume, load_weights and fit.
+
+The checks build their own training runs on the CPU (a Dropout MLP, NumPy noise on the inputs, a shuffling
+DataLoader with its own generator; `seed` picks sizes, the optimizer and the schedule) and write into temporary
+folders. `check_resume` saves in one forked process and resumes in another one forked from the kernel (so nothing
+the learner's code keeps in memory survives), every random generator reseeded there, and compares the resumed run
+bit for bit with one that never stopped; what the resume failed to restore is named part by part. `check_fit` runs
+`fit` with the reference `save_checkpoint`, `resume` and `train_epoch` in its globals and a scripted validation
+loss, so that each cell is graded on its own. A cuda-tagged file is written with `checkpoints.save_tagged` (torch's
+own serialization); on a machine with a GPU the CPU case runs with `torch.cuda.is_available()` reporting False.
+"""
+import contextlib
+import io
+import math
+import os
+import pickle
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import data
+from ..checkpoints import describe, save_tagged, without_cuda
+from . import CheckFailed, call, check, devices, expect, same_device
+
+__all__ = ["check_weights_only", "check_resume", "check_gpu_checkpoint", "check_prefixes", "check_fit",
+           "reference_save_checkpoint", "reference_resume", "reference_train_epoch", "in_child"]
+
+CHILD_TIMEOUT = 8.0  # seconds for one forked process (a few tiny epochs take well under one)
+
+_HINTS = {
+    "Attempting to deserialize object on a CUDA device": "the file's storages are tagged cuda (it was saved on a GPU): "
+    "torch.load(path, map_location=...) puts them where you say: 'cpu', or the model's device.",
+    "Weights only load failed": "the file holds something other than tensors and plain Python: store float(...) for "
+    "NumPy numbers and tensors or lists for NumPy arrays.",
+    "Missing key(s) in state_dict": "compare the two key lists in the message: strip the prefix the wrapper added "
+    "(module., _orig_mod.) before load_state_dict.",
+}
+
+
+# ---- runs ----------------------------------------------------------------------------------------------------
+
+def _case(seed):
+    """The run a seed checks: seed 0 is the notebook's visible case."""
+    if seed == 0:
+        return {"n": 96, "batch": 32, "features": 6, "hidden": 16, "classes": 3, "p": 0.2, "epochs": 5, "stop": 1,
+                "optimizer": "adam", "scheduler": "step", "best": float, "location": "cuda:0"}
+    rng = random.Random(seed)
+    epochs = rng.choice([4, 5, 6])
+    return {"n": rng.choice([64, 80, 100]), "batch": rng.choice([16, 32]), "features": rng.choice([4, 6]),
+            "hidden": rng.choice([8, 16]), "classes": rng.choice([2, 3, 4]), "p": rng.choice([0.1, 0.3]),
+            "epochs": epochs, "stop": rng.randrange(0, epochs - 1), "optimizer": ("sgd", "adamw", "adam")[seed % 3],
+            "scheduler": ("exp", "multistep", "step")[seed % 3], "best": (np.float64, np.float32)[seed % 2],
+            "location": ("cuda:1", "cuda:0")[seed % 2]}
+
+
+class _Run:
+    """A training run: model, optimizer, scheduler and a loader shuffling with its own generator."""
+
+    def __init__(self, case, init_seed, order_seed, data_seed):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(init_seed)
+            self.model = nn.Sequential(nn.Linear(case["features"], case["hidden"]), nn.ReLU(), nn.Dropout(case["p"]),
+                                       nn.Linear(case["hidden"], case["classes"]))
+        params = self.model.parameters()
+        self.optimizer = {"adam": lambda: torch.optim.Adam(params, lr=0.01),
+                          "adamw": lambda: torch.optim.AdamW(params, lr=0.01, weight_decay=0.01),
+                          "sgd": lambda: torch.optim.SGD(params, lr=0.05, momentum=0.9)}[case["optimizer"]]()
+        sched = torch.optim.lr_scheduler
+        self.scheduler = {"step": lambda o: sched.StepLR(o, step_size=2, gamma=0.5),
+                          "exp": lambda o: sched.ExponentialLR(o, gamma=0.8),
+                          "multistep": lambda o: sched.MultiStepLR(o, milestones=[1, 3], gamma=0.3)}[case["scheduler"]](self.optimizer)
+        dataset = data.blobs(n=case["n"], features=case["features"], classes=case["classes"], spread=2.0, seed=data_seed)
+        self.loader = data.loader(dataset, batch_size=case["batch"], seed=order_seed)
+
+    @property
+    def objects(self):
+        return self.model, self.optimizer, self.scheduler, self.loader
+
+
+def reference_train_epoch(model, optimizer, loader, noise=0.3):
+    """One epoch as the lesson trains: NumPy noise on the inputs, dropout; returns the mean loss (a float)."""
+    model.train()
+    losses = []
+    for x, y in loader:
+        x = x + torch.from_numpy(np.random.normal(0.0, noise, size=tuple(x.shape)).astype(np.float32))
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return sum(losses) / len(losses)
+
+
+def _seed_globals(seed):
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+@contextlib.contextmanager
+def _own_rngs():
+    """NumPy's and Python's global random states back as they were after the check (@check restores torch's)."""
+    np_state, py_state = np.random.get_state(), random.getstate()
+    try:
+        yield
+    finally:
+        np.random.set_state(np_state)
+        random.setstate(py_state)
+
+
+def _generator(loader):
+    """The generator that shuffles `loader` (its sampler's)."""
+    return getattr(getattr(loader, "sampler", None), "generator", None) or loader.generator
+
+
+def _state(run):
+    """Everything a resume must restore, copied."""
+    return {"model": {k: v.clone() for k, v in run.model.state_dict().items()},
+            "optimizer": pickle.loads(pickle.dumps(run.optimizer.state_dict())),
+            "scheduler": pickle.loads(pickle.dumps(run.scheduler.state_dict())),
+            "torch RNG": torch.get_rng_state(), "NumPy RNG": np.random.get_state(),
+            "data order": _generator(run.loader).get_state()}
+
+
+def _same(a, b):
+    """Equal, tensors bit for bit, through dicts, lists and tuples."""
+    if torch.is_tensor(a) or torch.is_tensor(b):
+        return torch.is_tensor(a) and torch.is_tensor(b) and a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _optimizer_difference(now, saved):
+    if not now["state"] and saved["state"]:
+        keys = sorted(next(iter(saved["state"].values())))
+        return f"the optimizer's state is empty (it held {', '.join(keys)} per parameter)"
+    for i, (g, h) in enumerate(zip(now["param_groups"], saved["param_groups"])):
+        if g.get("lr") != h.get("lr"):
+            return f"the optimizer's learning rate is {g.get('lr'):.4g}, it was {h.get('lr'):.4g}"
+    return "the optimizer's state differs from the one saved"
+
+
+def _differences(run, saved):
+    """[(part, what differs)] between the restored run and the state at save time."""
+    now, found = _state(run), []
+    if not _same(now["model"], saved["model"]):
+        gap = max((now["model"][k].double() - v.double()).abs().max().item() for k, v in saved["model"].items())
+        found.append(("model", f"the model's weights (up to {gap:.3g} apart)"))
+    if not _same(now["optimizer"], saved["optimizer"]):
+        found.append(("optimizer", _optimizer_difference(now["optimizer"], saved["optimizer"])))
+    if not _same(now["scheduler"], saved["scheduler"]):
+        found.append(("scheduler", f"the scheduler's state (last_epoch {now['scheduler'].get('last_epoch')}, it was "
+                                   f"{saved['scheduler'].get('last_epoch')})"))
+    for part in ("torch RNG", "NumPy RNG", "data order"):
+        if not _same(now[part], saved[part]):
+            found.append((part, {"torch RNG": "torch's global random state (torch.get_rng_state())",
+                                 "NumPy RNG": "NumPy's global random state (np.random.get_state())",
+                                 "data order": "the loader's generator state (loader.generator.get_state())"}[part]))
+    return found
+
+
+# ---- a forked process ------------------------------------------------------------------------------------------
+
+def in_child(work, what, timeout=CHILD_TIMEOUT):
+    """Run `work()` in a forked process and return what it returned; CheckFailed for what it raised, a crash or a hang.
+
+    Its output goes nowhere (a forked kernel must not write to the notebook). Without os.fork (Windows) it runs here."""
+    if not hasattr(os, "fork"):
+        return work()
+    fd, path = tempfile.mkstemp(prefix="trainclinic-child-")
+    os.close(fd)
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            sys.stdout = sys.stderr = io.StringIO()
+            torch.set_num_threads(1)
+            try:
+                result = ("ok", work())
+            except CheckFailed as exc:
+                result = ("failed", str(exc))
+            except BaseException as exc:  # noqa: B036 (SystemExit too: it is a verdict)
+                result = ("error", f"{type(exc).__name__}: {exc}".strip(), traceback.format_exc()[-800:])
+            with open(path, "wb") as f:
+                pickle.dump(result, f)
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise CheckFailed(f"{what} did not finish within {timeout:g} s (a few tiny epochs take well under one): "
+                                  "it hung, and was stopped.")
+            time.sleep(0.003)
+        try:
+            with open(path, "rb") as f:
+                result = pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            raise CheckFailed(f"{what} ended without a result (exit status {status}): the code ended the process "
+                              "(os._exit?) or crashed it.") from None
+    finally:
+        os.unlink(path)
+    if result[0] == "failed":
+        raise CheckFailed(result[1])
+    if result[0] == "error":
+        raise CheckFailed(f"{what}: the check's own code failed after yours ran: {result[1]}\n{result[2]}")
+    return result[1]
+
+
+# ---- references ------------------------------------------------------------------------------------------------
+
+def reference_save_checkpoint(path, model, optimizer, scheduler, loader, epoch, best_loss):
+    """The lesson's save_checkpoint: everything to continue after `epoch`, in types weights_only=True loads."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "epoch": int(epoch), "best_loss": float(best_loss), "torch_rng": torch.get_rng_state(),
+                "numpy_rng": {"kind": str(kind), "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                              "has_gauss": int(has_gauss), "cached": float(cached)},
+                "data_order": loader.generator.get_state()}, path)
+
+
+def reference_resume(path, model, optimizer, scheduler, loader):
+    """The lesson's resume: restore everything; return (next_epoch, best_loss)."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    scheduler.load_state_dict(ckpt["scheduler"])
+    torch.set_rng_state(ckpt["torch_rng"])
+    rng = ckpt["numpy_rng"]
+    np.random.set_state((rng["kind"], rng["keys"].numpy().astype(np.uint32), rng["pos"], rng["has_gauss"], rng["cached"]))
+    loader.generator.set_state(ckpt["data_order"])
+    return ckpt["epoch"] + 1, ckpt["best_loss"]
+
+
+@contextlib.contextmanager
+def _folder():
+    path = tempfile.mkdtemp(prefix="trainclinic-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- the checks ------------------------------------------------------------------------------------------------
+
+@check("weights_only")
+def check_weights_only(save_checkpoint, seed=0):
+    """The file save_checkpoint writes loads with torch.load(path, weights_only=True)."""
+    case = _case(seed)
+    with _own_rngs(), _folder() as folder:
+        _seed_globals(seed)
+        run = _Run(case, seed, seed, seed + 100)
+        best = reference_train_epoch(*run.objects[:2], run.loader)
+        run.scheduler.step()
+        path = os.path.join(folder, "checkpoint.pt")
+        call(save_checkpoint, path, *run.objects, 0, case["best"](best), name="save_checkpoint", hints=_HINTS)
+        expect(os.path.isfile(path), "the file save_checkpoint(path, ...) writes", f"a file at path ({path})", "none")
+        try:
+            torch.load(path, weights_only=True, map_location="cpu")
+        except Exception as exc:
+            first = next((line.strip() for line in str(exc).splitlines() if "Unsupported global" in line),
+                         str(exc).splitlines()[0][:200] if str(exc) else "")
+            try:
+                names = [g for g in describe(path)["globals"] if g.split(".")[0] not in ("torch", "collections", "builtins")]
+            except Exception:  # not a zip written by torch.save: describe cannot read it
+                names = []
+            numpy = any(g.startswith("numpy") for g in names)
+            raise CheckFailed(
+                f"torch.load(path, weights_only=True) on the file save_checkpoint wrote: expected it to load, observed "
+                f"{type(exc).__name__}: {first}" + (f"\nThe file's pickle names: {', '.join(names)}." if names else "") +
+                ("\nHint: NumPy objects are not allowed: store float(best_loss), and NumPy's random state as plain "
+                 "Python (str, int, float) with its array as a tensor or a list." if numpy else "")) from None
+    kind = case["best"].__name__ if case["best"] is not float else "a Python float"
+    return f"the checkpoint loads with weights_only=True (best_loss given as {kind}, {case['optimizer']}, {case['scheduler']} schedule)"
+
+
+@check("resume")
+def check_resume(save_checkpoint, resume, seed=0):
+    """Saved in one process, resumed in another with fresh objects and reseeded generators: the same bits as a run
+    that never stopped."""
+    case = _case(seed)
+    stop, epochs = case["stop"], case["epochs"]
+    with _own_rngs(), _folder() as folder:
+        path = os.path.join(folder, "checkpoint.pt")
+        _seed_globals(seed)  # the uninterrupted run, here
+        run = _Run(case, seed, seed, seed + 100)
+        losses, best = [], math.inf
+        for epoch in range(epochs):
+            losses.append(reference_train_epoch(*run.objects[:2], run.loader))
+            run.scheduler.step()
+            if epoch == stop:
+                saved, best = _state(run), min(losses)
+        final = [p.detach().clone() for p in run.model.parameters()]
+        best_given = case["best"](best)
+
+        def first_part():  # train to the stop, saving after every epoch, as a training script does
+            _seed_globals(seed)
+            mine = _Run(case, seed, seed, seed + 100)
+            seen = []
+            for epoch in range(stop + 1):
+                seen.append(reference_train_epoch(*mine.objects[:2], mine.loader))
+                mine.scheduler.step()
+                call(save_checkpoint, path, *mine.objects, epoch, case["best"](min(seen)), name="save_checkpoint",
+                     hints=_HINTS)
+            return os.path.isfile(path)
+
+        written = in_child(first_part, "the process that trains and calls save_checkpoint")
+        expect(written, "the file save_checkpoint(path, ...) writes", f"a file at path", "none")
+
+        def second_part():  # a new process: other initial weights, another shuffling seed, reseeded generators
+            _seed_globals(seed + 7919)
+            fresh = _Run(case, seed + 1, seed + 2, seed + 100)
+            got = call(resume, path, *fresh.objects, name="resume", hints=_HINTS)
+            report = {"got": got if isinstance(got, (tuple, list)) and len(got) == 2 else repr(got)[:80],
+                      "differences": _differences(fresh, saved)}
+            if isinstance(report["got"], str) or report["differences"]:
+                return report
+            start = report["got"][0]
+            if isinstance(start, int) and 0 <= start <= epochs:
+                for _ in range(start, epochs):
+                    reference_train_epoch(*fresh.objects[:2], fresh.loader)
+                    fresh.scheduler.step()
+            report["final"] = [p.detach().clone() for p in fresh.model.parameters()]
+            return report
+
+        report = in_child(second_part, "the process that calls resume")
+    got = report["got"]
+    expect(not isinstance(got, str), "resume(...)'s return value", "(next_epoch, best_loss)", got)
+    start, best_back = got
+    expect(isinstance(start, int) and not isinstance(start, bool) and start == stop + 1,
+           f"the next epoch resume returns for a checkpoint saved after epoch {stop}", stop + 1, repr(start),
+           f"return the saved epoch + 1: epoch {stop} was done, {stop + 1} comes next" if start == stop else "")
+    diffs = report["differences"]
+    if diffs:
+        parts = "; ".join(text for _, text in diffs)
+        raise CheckFailed(f"after resume, in a new process, these differ from the state at save time: {parts}.\n"
+                          f"Hint: save and restore {', '.join(p for p, _ in diffs)} too: each changes how training "
+                          f"continues (section 2 measured the drift of each).")
+    try:
+        back = float(best_back)
+    except (TypeError, ValueError):
+        back = None
+    expect(back == float(best_given), "the best_loss resume returns", f"{float(best_given)!r} (the one saved)",
+           repr(best_back))
+    gap = max((a.double() - b.double()).abs().max().item() for a, b in zip(report["final"], final))
+    expect(gap == 0, f"the weights after epoch {epochs - 1}, resumed after epoch {stop}, against the uninterrupted run",
+           "identical bits", f"up to {gap:.3g} apart",
+           "everything restored matches the save, yet the run went elsewhere: does save_checkpoint or resume draw "
+           "random numbers or change the objects?")
+    return (f"saved after epoch {stop} of {epochs}, resumed in another process: bit-identical to the uninterrupted run "
+            f"({case['optimizer']}, {case['scheduler']} schedule, dropout, NumPy noise, shuffled batches)")
+
+
+def _mlp(seed, case):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(case["features"], case["hidden"]), nn.ReLU(), nn.Linear(case["hidden"], case["classes"]))
+
+
+def _loaded(model, source):
+    return all(torch.equal(p.detach().cpu(), source[k]) for k, p in model.state_dict().items())
+
+
+@check("gpu_checkpoint")
+def check_gpu_checkpoint(load_weights, seed=0):
+    """load_weights loads a state dict whose storages are tagged cuda, on a machine without CUDA."""
+    case = _case(seed)
+    where = []
+    with _folder() as folder:
+        for device in devices():
+            source = _mlp(seed + 1, case).state_dict()
+            model = _mlp(seed, case).to(device)
+            path = os.path.join(folder, f"from_gpu_{device.type}.pt")
+            location = case["location"] if device.type == "cpu" else "cuda:0"
+            save_tagged(source, path, location=location)
+            cpu_only = without_cuda() if device.type == "cpu" and torch.cuda.is_available() else contextlib.nullcontext()
+            with cpu_only:
+                call(load_weights, model, path, name="load_weights", hints=_HINTS,
+                     where=f"(on a file saved on {location}, the model on {device})")
+            expect(all(same_device(p, device) for p in model.parameters()), "the model's device after load_weights",
+                   str(device), sorted({str(p.device) for p in model.parameters()}))
+            expect(_loaded(model, source), f"the model's weights after load_weights (file tagged {location})",
+                   "the file's weights", "others", "load_state_dict(state) into the model you are given")
+            where.append(f"{location} -> {device}" + (" (CUDA hidden)" if device.type == "cpu" and torch.cuda.is_available() else ""))
+    return f"a checkpoint saved on a GPU loads: {', '.join(where)}"
+
+
+def _prefixed(state, prefix):
+    return type(state)((prefix + k, v) for k, v in state.items())
+
+
+@check("prefixes")
+def check_prefixes(load_weights, seed=0):
+    """load_weights strips module. and _orig_mod., loads strictly, and refuses a file for another model."""
+    case = _case(seed)
+    prefixes = {0: ["module.", "_orig_mod."], 1: ["module._orig_mod.", ""], 2: ["_orig_mod.module.", "module."]}.get(seed % 3)
+    with _folder() as folder:
+        for prefix in prefixes:
+            source_model = _mlp(seed + 1, case)
+            source = source_model.state_dict()
+            saved = nn.DataParallel(source_model).state_dict() if prefix == "module." else _prefixed(source, prefix)
+            path = os.path.join(folder, "weights.pt")
+            torch.save(saved, path)
+            model = _mlp(seed, case)
+            shown = prefix or "no prefix"
+            call(load_weights, model, path, name="load_weights", hints=_HINTS, where=f"(keys with {shown})")
+            expect(_loaded(model, source), f"the model's weights after load_weights on keys like {next(iter(saved))!r}",
+                   "the file's weights", "the model's own (nothing was loaded)" if _loaded(model, _mlp(seed, case).state_dict())
+                   else "others", "strict=False loads nothing when no key matches: strip the prefix, keep strict=True"
+                   if _loaded(model, _mlp(seed, case).state_dict()) else "")
+        other = _prefixed(_mlp(seed + 1, case).state_dict(), "model.")  # a wrapper the exercise does not name
+        path = os.path.join(folder, "other.pt")
+        torch.save(other, path)
+        model = _mlp(seed, case)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                call(load_weights, model, path, name="load_weights")
+        except CheckFailed:
+            pass  # it refused: right
+        else:
+            unchanged = _loaded(model, before)
+            raise CheckFailed(
+                f"load_weights on a file whose keys do not fit the model (they start with 'model.', e.g. "
+                f"{next(iter(other))!r}): expected an error, as load_state_dict(strict=True) raises; observed none, and "
+                f"the model {'kept its own weights: nothing was loaded, in silence' if unchanged else 'changed'}.\n"
+                "Hint: strict=False (or skipping the keys that do not match) turns this mismatch into silence: keep "
+                "strict=True.")
+    return f"keys with {', '.join(p or 'no prefix' for p in prefixes)} load strictly; a file for another model raises"
+
+
+class _Scripted:
+    """The validation loss fit sees: a scripted value per epoch (the epoch counted by the reference train_epoch),
+    and the model's weights at each call."""
+
+    def __init__(self, model, values, first_epoch, trained):
+        self.model, self.values, self.first, self.trained = model, values, first_epoch, trained
+        self.calls, self.weights = 0, {}
+
+    def __call__(self):
+        self.calls += 1
+        epoch = self.first + (self.trained[0] if self.trained[0] else self.calls) - 1
+        self.weights[epoch] = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        return self.values[min(epoch, len(self.values) - 1)]
+
+
+@contextlib.contextmanager
+def _references(fn, trained):
+    """While the learner's fit runs, save_checkpoint, resume and train_epoch in its globals are the references
+    (train_epoch counting its calls in `trained`)."""
+    g = getattr(fn, "__globals__", None)
+    if not isinstance(g, dict):
+        yield
+        return
+
+    def train_epoch(model, optimizer, loader, *args, **kwargs):
+        trained[0] += 1
+        return reference_train_epoch(model, optimizer, loader)
+
+    swap = {"save_checkpoint": reference_save_checkpoint, "resume": reference_resume, "train_epoch": train_epoch}
+    mine = {k: g[k] for k in swap if k in g}
+    g.update({k: v for k, v in swap.items() if k in g})
+    try:
+        yield
+    finally:
+        g.update(mine)
+
+
+def _find_state(obj, keys, depth=0):
+    """The state dict of a model with `keys` somewhere inside a loaded checkpoint (None if there is none)."""
+    if depth > 4:
+        return None
+    if isinstance(obj, nn.Module):
+        obj = obj.state_dict()
+    if isinstance(obj, dict):
+        if set(obj) == set(keys) and all(torch.is_tensor(v) for v in obj.values()):
+            return obj
+        for value in obj.values():
+            found = _find_state(value, keys, depth + 1)
+            if found is not None:
+                return found
+    if isinstance(obj, (list, tuple)):
+        for value in obj:
+            found = _find_state(value, keys, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _read(path):
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # the learner's own format: their file, their code already runs here
+        return torch.load(path, map_location="cpu", weights_only=False)
+
+
+@check("fit")
+def check_fit(fit, seed=0):
+    """fit, stopped after some epochs and called again with fresh objects, continues; best.pt holds the best epoch."""
+    case = _case(seed)
+    epochs, stop = case["epochs"], case["stop"]
+    rng = random.Random(seed)
+    values = [round(rng.uniform(0.5, 1.5), 3) for _ in range(epochs)]
+    later = rng.random() < 0.5 or seed == 0  # the best epoch after the restart, or before it
+    best_epoch = rng.randrange(stop + 1, epochs) if later else rng.randrange(0, stop + 1)
+    values[best_epoch] = 0.25
+    with _own_rngs(), _folder() as folder:
+        trained = [0]
+        _seed_globals(seed)
+        first = _Run(case, seed, seed, seed + 100)
+        ev1 = _Scripted(first.model, values, 0, trained)
+        with _references(fit, trained):
+            call(fit, *first.objects, ev1, stop + 1, folder, name="fit", where=f"(epochs={stop + 1}, a new folder)")
+        expect(ev1.calls == stop + 1, f"the validations fit runs for epochs={stop + 1} from an empty folder", stop + 1,
+               ev1.calls, "one evaluate() per epoch, after training it")
+        expect(os.path.isfile(os.path.join(folder, "last.pt")), "folder/'last.pt' after fit", "a file", "none",
+               "save_checkpoint(folder / 'last.pt', ...) at the end of every epoch")
+        trained[0] = 0
+        _seed_globals(seed + 7919)
+        second = _Run(case, seed + 1, seed + 2, seed + 100)
+        ev2 = _Scripted(second.model, values, stop + 1, trained)
+        with _references(fit, trained):
+            got = call(fit, *second.objects, ev2, epochs, folder, name="fit",
+                       where=f"(epochs={epochs}, the folder of a run stopped after epoch {stop})")
+        expect(ev2.calls == epochs - stop - 1, f"the validations fit runs for epochs={epochs} when folder/'last.pt' holds "
+               f"epoch {stop}", epochs - stop - 1, ev2.calls,
+               "it started again from epoch 0: resume from last.pt first" if ev2.calls == epochs else "")
+        try:
+            best = float(got)
+        except (TypeError, ValueError):
+            best = None
+        expect(best == 0.25, "the best validation loss fit returns", 0.25, repr(got)[:60],
+               "the best of the whole run, including the epochs before the restart (resume returns it)"
+               if best == min(values[stop + 1:]) and not later else "")
+        path = os.path.join(folder, "best.pt")
+        expect(os.path.isfile(path), "folder/'best.pt' after fit", "a file", "none")
+        keys = list(first.model.state_dict())
+        state = _find_state(_read(path), keys)
+        expect(state is not None, "the model's state dict in best.pt", f"a dict with keys {keys[:2]}...", "none found")
+        weights = {**ev1.weights, **ev2.weights}
+        held = next((e for e, w in sorted(weights.items()) if _same({k: v.cpu() for k, v in state.items()}, w)), None)
+        expect(held == best_epoch, f"the epoch whose weights best.pt holds (validation losses {values})",
+               f"epoch {best_epoch} (loss 0.25, the lowest)", "none of the epochs" if held is None else f"epoch {held}",
+               "save best.pt only when the loss is lower than the best so far, and carry the best across a resume"
+               if held is not None else "")
+    when = "after" if later else "before"
+    return f"fit resumed from last.pt after epoch {stop}, and best.pt holds epoch {best_epoch} (the best, {when} the restart)"
