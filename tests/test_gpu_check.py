@@ -50,3 +50,14 @@ def test_mixed_precision_figures_on_any_device():
     assert result["dtype"] == "torch.bfloat16"
     assert result["float32"]["peak_bytes"] > 0 and result["mixed"]["peak_bytes"] > 0
     assert 0 < result["memory_ratio"] < 1.5 and result["speedup"] > 0
+
+
+def test_checkpoint_round_trip_on_any_device():
+    """The GPU report's checkpoint round trip, run here on the CPU: the same code path, with cpu tags."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from gpu_check import checkpoint_round_trip
+
+    result = checkpoint_round_trip(torch.device("cpu"))
+    assert result["passed"], result
+    assert result["locations"] == {"cpu": 4} and result["save_tagged_matches"]
+    assert result["as_saved_onto"] == ["cpu"] and result["load_with_cuda_hidden"] is None

@@ -40,6 +40,56 @@ def mixed_precision(device, width=4096, batch=8192, steps=10):
     return result
 
 
+def checkpoint_round_trip(device):
+    """A real checkpoint round trip: saved on `device`, loaded with map_location='cpu' and with no map_location, and
+    saved on the CPU, loaded with map_location=device; the file's location tags against `checkpoints.save_tagged`'s,
+    and what torch.load says about the device's file when CUDA is hidden (lesson 08's machine without a GPU)."""
+    import io
+
+    import torch
+    from torch import nn
+
+    from trainclinic import checkpoints
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to(device)
+    state = model.state_dict()
+    cpu_state = {k: v.detach().cpu() for k, v in state.items()}
+    saved = io.BytesIO()
+    torch.save(state, saved)
+    blob = saved.getvalue()
+
+    def same(loaded, where):
+        return all(torch.equal(loaded[k].cpu(), v) and loaded[k].device.type == where for k, v in cpu_state.items())
+
+    on_cpu = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+    as_saved = torch.load(io.BytesIO(blob), weights_only=True)
+    cpu_saved = io.BytesIO()
+    torch.save(cpu_state, cpu_saved)
+    onto_device = torch.load(io.BytesIO(cpu_saved.getvalue()), map_location=device, weights_only=True)
+    tag = f"{device.type}:{device.index or 0}" if device.type != "cpu" else "cpu"
+    fixture = checkpoints.describe(checkpoints.save_tagged(cpu_state, location=tag))["locations"]
+    real = checkpoints.describe(io.BytesIO(blob))["locations"]
+    with checkpoints.without_cuda():
+        try:
+            torch.load(io.BytesIO(blob), weights_only=True)
+            hidden = None
+        except Exception as exc:
+            hidden = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    result = {
+        "device": str(device), "bytes": len(blob), "locations": real, "save_tagged_locations": fixture,
+        "save_tagged_matches": fixture == real,
+        "device_to_cpu": same(on_cpu, "cpu"), "as_saved_onto": sorted({str(v.device) for v in as_saved.values()}),
+        "as_saved_equal": same(as_saved, device.type), "cpu_to_device": same(onto_device, device.type),
+        "load_with_cuda_hidden": hidden,
+    }
+    result["passed"] = bool(result["save_tagged_matches"] and result["device_to_cpu"] and result["as_saved_equal"]
+                            and result["cpu_to_device"] and (device.type != "cuda" or (hidden and "Attempting to "
+                            "deserialize object on a CUDA device" in hidden)))
+    return result
+
+
 def main():
     """Run every solution notebook on cuda and write the report."""
     try:
@@ -75,6 +125,9 @@ def main():
             report["out_of_memory"] = memory.gpu_report(torch.device("cuda", 0))
     except ImportError:
         pass
+    report["checkpoint_round_trip"] = trip = checkpoint_round_trip(torch.device("cuda", 0))
+    print(f"checkpoint round trip (08): cuda -> cpu {trip['device_to_cpu']}, cpu -> cuda {trip['cpu_to_device']}, "
+          f"save_tagged writes the same tags {trip['save_tagged_matches']}, CUDA hidden: {trip['load_with_cuda_hidden']}")
     report["mixed_precision"] = mixed_precision(torch.device("cuda", 0))
     print(f"mixed precision (lesson 07; 03's other lever): {report['mixed_precision']['speedup']}x faster, peak memory x "
           f"{report['mixed_precision']['memory_ratio']}")
@@ -82,7 +135,7 @@ def main():
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))
     print(f"report: {out}")
-    return 0 if all(r["passed"] for r in report["notebooks"].values()) else 1
+    return 0 if all(r["passed"] for r in report["notebooks"].values()) and trip["passed"] else 1
 
 
 if __name__ == "__main__":

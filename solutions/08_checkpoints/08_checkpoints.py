@@ -40,7 +40,6 @@ if importlib.util.find_spec("trainclinic") is None:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "git+https://github.com/trainclinic/trainclinic@main"], check=True)
 import torch
 import trainclinic as tc
-from trainclinic import checkpoints
 torch.set_num_threads(1)  # tiny models: one CPU thread is the fastest, and the same bits every run
 device = tc.pick_device()
 tc.banner(device);
@@ -59,6 +58,7 @@ tc.banner(device);
 import copy, pathlib, tempfile
 import numpy as np
 from torch import nn
+from trainclinic import checkpoints
 
 work = pathlib.Path(tempfile.mkdtemp(prefix="lesson08-"))
 trained = tc.mlp(inputs=8, hidden=32, outputs=3, seed=0)

@@ -2,7 +2,8 @@
 
 Importing it only imports torch: matplotlib and ipywidgets load when a plot is drawn.
 """
-from . import checks, data, device, evaluation, gradients, memory, models, monitor, nonfinite, plots, precision, shapes
+from . import (checkpoints, checks, data, device, evaluation, gradients, memory, models, monitor, nonfinite, plots,
+               precision, shapes)
 from .checks import CheckFailed
 from .data import blobs, loader, regression, seed_everything
 from .device import SimulatedCuda, accelerator, banner, pick_device, strays
@@ -13,7 +14,7 @@ from .plots import LivePlot, explore
 __version__ = "0.1.0"
 
 __all__ = [
-    "CheckFailed", "LivePlot", "SimulatedCuda", "accelerator", "banner", "blobs", "checks", "data", "device",
-    "evaluation", "explore", "grad_norm", "gradients", "layer_grad_norms", "loader", "memory", "mlp", "models",
+    "CheckFailed", "LivePlot", "SimulatedCuda", "accelerator", "banner", "blobs", "checkpoints", "checks", "data",
+    "device", "evaluation", "explore", "grad_norm", "gradients", "layer_grad_norms", "loader", "memory", "mlp", "models",
     "monitor", "nonfinite", "pick_device", "plots", "precision", "regression", "seed_everything", "shapes", "strays",
 ]

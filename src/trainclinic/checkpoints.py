@@ -60,6 +60,7 @@ class _Reader(pickle.Unpickler):
         self.globals, self.locations = [], collections.Counter()
 
     def find_class(self, module, name):
+        module = "builtins" if module == "__builtin__" else module  # pickle protocol 2 spells it the Python 2 way
         self.globals.append(f"{module}.{name}")
         return type(name, (_Stub,), {"qualname": f"{module}.{name}"})
 

@@ -479,14 +479,6 @@ def strays(device, model=None, show=True, **tensors):
 
 def gpu_checkpoint(obj):
     """`torch.save(obj)` as a GPU machine writes it (every storage tagged cuda:0), as bytes: a checkpoint from elsewhere."""
-    import io
+    from .checkpoints import save_tagged
 
-    from torch import serialization
-
-    buffer, real = io.BytesIO(), serialization.location_tag
-    serialization.location_tag = lambda storage: "cuda:0"  # what torch.save records for a tensor on cuda:0
-    try:
-        torch.save(obj, buffer)
-    finally:
-        serialization.location_tag = real
-    return buffer.getvalue()
+    return save_tagged(obj, location="cuda:0")

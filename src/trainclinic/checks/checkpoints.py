@@ -182,6 +182,7 @@ def in_child(work, what, timeout=CHILD_TIMEOUT):
         return work()
     fd, path = tempfile.mkstemp(prefix="trainclinic-child-")
     os.close(fd)
+    cuda = torch.cuda.is_available()  # a forked process cannot use CUDA: there, it says it has none
     pid = os.fork()
     if pid == 0:  # the child: never returns
         try:
@@ -191,7 +192,8 @@ def in_child(work, what, timeout=CHILD_TIMEOUT):
             sys.stdout = sys.stderr = io.StringIO()
             torch.set_num_threads(1)
             try:
-                result = ("ok", work())
+                with without_cuda() if cuda else contextlib.nullcontext():
+                    result = ("ok", work())
             except CheckFailed as exc:
                 result = ("failed", str(exc))
             except BaseException as exc:  # noqa: B036 (SystemExit too: it is a verdict)
