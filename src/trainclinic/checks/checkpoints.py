@@ -369,7 +369,8 @@ def check_resume(save_checkpoint, resume, seed=0):
            "identical bits", f"up to {gap:.3g} apart",
            "everything restored matches the save, yet the run went elsewhere: does save_checkpoint or resume draw "
            "random numbers or change the objects?")
-    return (f"saved after epoch {stop} of {epochs}, resumed in another process: bit-identical to the uninterrupted run "
+    where = "another process" if hasattr(os, "fork") else "this process (no os.fork on this system)"
+    return (f"saved after epoch {stop} of {epochs}, resumed in {where}: bit-identical to the uninterrupted run "
             f"({case['optimizer']}, {case['scheduler']} schedule, dropout, NumPy noise, shuffled batches)")
 
 
