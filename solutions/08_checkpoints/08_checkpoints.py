@@ -230,8 +230,9 @@ def snapshot(model, optimizer, scheduler, epoch_start_order, keep):
              "rng": (torch.get_rng_state(), np.random.get_state()), "data order": epoch_start_order}
     return copy.deepcopy({k: v for k, v in state.items() if k in keep})
 
-def interrupted(stop=None, keep=PARTS, seed=0):
-    """Per-step losses and final weights of a run interrupted after step `stop` and resumed from the parts in `keep`."""
+def interrupted(stop=None, keep=PARTS, seed=0, plot=None):
+    """Per-step losses and final weights of a run interrupted after step `stop` and resumed from the parts in `keep`
+    (`plot`, a tc.LivePlot, draws every step's loss and gradient norm)."""
     tc.seed_everything(seed)
     model, optimizer, scheduler, loader = make_run(seed)
     losses, saved, skip = [], None, 0
@@ -242,6 +243,8 @@ def interrupted(stop=None, keep=PARTS, seed=0):
             if i < skip:                                 # after a resume in mid-epoch: batches done before the stop
                 continue
             losses.append(train_batch(model, optimizer, x, y))
+            if plot is not None:
+                plot.update(len(losses) - 1, losses[-1], tc.grad_norm(model))
             if len(losses) == stop:                      # interrupt: save, then a "new process"
                 saved = snapshot(model, optimizer, scheduler, order, keep), epoch, i + 1
                 break
@@ -290,6 +293,15 @@ for keep in [("model",), ("model", "optimizer"), ("model", "optimizer", "schedul
 # - **+ rng**: the same masks and noise, but still another data order;
 # - **+ data order**: identical.
 #
+# Watch the first one train: the run resumed from the model alone, its loss and gradient norm live. After step
+# 9 (the stop), Adam starts again with empty averages, and the schedule starts over (one epoch late from then on).
+
+# %%
+with tc.LivePlot(f"resumed after step {STOP} from the model alone", every=3) as plot:
+    interrupted(stop=STOP, keep=("model",), plot=plot)
+print(plot.summary(), "| uninterrupted: last loss", round(uninterrupted[0][-1], 4))
+
+# %% [markdown]
 # The differences are small on this toy problem; on a real one a resume with an empty optimizer can undo hours of
 # training (the loss jumps), and a run that cannot be repeated cannot be debugged. `interrupted` keeps the state in
 # memory; a real resume must put all of it in a file, load it in another process, with the safe default, on
