@@ -1,0 +1,285 @@
+"""Checks for lesson 09, reproducibility: seed_everything, worker_init_fn, and the whole pipeline in two processes.
+
+Everything is watched from outside, never read: what the generators give after the learner's seeding, the
+augmentations a real DataLoader's workers produce (fork: the learner's functions are used as they are), and, for
+the pipeline, fingerprints (hashes of the bytes) of each stage of a training run done in two processes: this one
+and a fresh interpreter whose PYTHONHASHSEED salts str hashes differently (`trainclinic.processes`: the learner's
+functions travel as compiled code, never as source text). Every process is bounded by a timeout that ends in a
+CheckFailed.
+"""
+import multiprocessing
+import random
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .. import processes
+from ..fingerprint import fingerprint
+from . import CheckFailed, call, check, expect
+
+__all__ = ["check_seed_everything", "check_worker_init_fn", "check_pipeline", "NoisyItems", "pipeline_run"]
+
+TIMEOUT = 10.0  # seconds for any DataLoader batch and any call in another process
+
+
+# ---- seed_everything ----------------------------------------------------------------------------------------
+
+def _draws():
+    return random.random(), float(np.random.random()), torch.rand(3)
+
+
+def _expected(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return _draws()
+
+
+class _GlobalState:
+    """Python's and NumPy's global generators and torch's deterministic mode, put back after the check."""
+
+    def __enter__(self):
+        self.saved = (random.getstate(), np.random.get_state(), torch.are_deterministic_algorithms_enabled(),
+                      torch.is_deterministic_algorithms_warn_only_enabled())
+        return self
+
+    def __exit__(self, *exc):
+        py, npy, det, warn = self.saved
+        random.setstate(py)
+        np.random.set_state(npy)
+        if (det, warn) != (torch.are_deterministic_algorithms_enabled(),
+                           torch.is_deterministic_algorithms_warn_only_enabled()):
+            torch.use_deterministic_algorithms(det, warn_only=warn)  # its first call imports torch._inductor: seconds
+        return False
+
+
+@check("seed_everything")
+def check_seed_everything(seed_everything, seed=0):
+    """After seed_everything(s), random, numpy's global generator and torch give what seeding each with s gives."""
+    seeds = [seed, seed + 7, 2**32 - 1 - seed] if seed else [0, 7]
+    with _GlobalState():
+        for s in seeds:
+            want = _expected(s)
+            other = (12345 + s) % 2**32
+            random.seed(other), np.random.seed(other), torch.manual_seed(other)  # another state first
+            call(seed_everything, s, name="seed_everything", where=f"with seed {s}")
+            got = _draws()
+            names = ["random.random()", "np.random.random()", "torch.rand(3)"]
+            hints = ["random.seed(seed)", "np.random.seed(seed) (a new np.random.default_rng(seed) does not seed the "
+                     "global generator that np.random.random() uses)", "torch.manual_seed(seed)"]
+            for name, w, g, hint in zip(names, want, got, hints):
+                same = torch.equal(w, g) if torch.is_tensor(w) else w == g
+                shown = (lambda v: [round(x, 4) for x in v.tolist()] if torch.is_tensor(v) else round(v, 6))
+                expect(same, f"{name} after seed_everything({s})", f"{shown(w)} (what it gives after seeding with {s})",
+                       shown(g), f"seed it with the seed you are given: {hint}")
+    return f"random, numpy and torch seeded with the given seed (seeds {seeds})"
+
+
+# ---- worker_init_fn -------------------------------------------------------------------------------------------
+
+class NoisyItems(Dataset):
+    """`n` items, each one draw from the Dataset's own Generator, made once in __init__ (the worker bug's shape)."""
+
+    def __init__(self, n=8, seed=0):
+        self.n, self.rng = n, np.random.default_rng(seed)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.tensor(self.rng.random(), dtype=torch.float64)
+
+
+def _context():
+    """fork where the platform has it: workers then run the learner's functions as they are."""
+    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+def _augmentations(worker_init_fn, loader_seed, workers, n, epochs=2):
+    """Every item's draw, epoch after epoch, from a DataLoader with `workers` workers and a seeded generator."""
+    loader = DataLoader(NoisyItems(n), batch_size=2, shuffle=False, num_workers=workers, worker_init_fn=worker_init_fn,
+                        generator=torch.Generator().manual_seed(loader_seed), timeout=TIMEOUT,
+                        multiprocessing_context=_context())
+    out = []
+    for _ in range(epochs):
+        out.append([v for batch in loader for v in batch.tolist()])
+    return out
+
+
+def _run_loader(worker_init_fn, loader_seed, workers, n):
+    try:
+        return call(_augmentations, worker_init_fn, loader_seed, workers, n, name="worker_init_fn",
+                    where=f"(in a DataLoader with {workers} workers)",
+                    hints={"Seed must be between 0 and 2**32 - 1": "the worker's seed is a 64-bit number: "
+                           "np.random.default_rng(seed) takes any size (np.random.seed only 32 bits: seed % 2**32)",
+                           "timed out": "worker_init_fn did not return (a loop, or waiting for something that never "
+                           "comes): it must only reseed the worker's copy of the Dataset"})
+    except CheckFailed as exc:
+        if "raised" in str(exc) and "DataLoader timed out" in str(exc):
+            raise CheckFailed(f"the DataLoader's workers gave no batch within {TIMEOUT:.0f} s: worker_init_fn hangs "
+                              "or is very slow; it must only reseed the worker's copy of the Dataset") from None
+        raise
+
+
+@check("worker_init_fn")
+def check_worker_init_fn(worker_init_fn, seed=0):
+    """In a real DataLoader (2-3 workers, 2 epochs, the Dataset's own Generator), the augmentations all differ, and
+    repeat exactly under the same loader seed."""
+    workers, n = (2, 8) if seed == 0 else (3, 6 + 2 * (seed % 2))
+    runs = _run_loader(worker_init_fn, 100 + seed, workers, n)
+    first = runs[0]
+    values = [v for epoch in runs for v in epoch]
+    distinct = len(set(values))
+    if len(set(first)) < len(first):
+        dup = [i for i, v in enumerate(first) if first.count(v) > 1]
+        expect(False, f"distinct augmentations in epoch 0 ({n} items, {workers} workers)", f"{n} distinct values",
+               f"{len(set(first))} (items {dup[:6]} repeat each other: {[round(first[i], 4) for i in dup[:4]]}...)",
+               "every worker holds a copy of the same Generator: give the worker's copy "
+               "(get_worker_info().dataset.rng) a new Generator seeded from get_worker_info().seed "
+               "(np.random.seed seeds NumPy's global generator, not dataset.rng)")
+    repeated = [v for v in runs[1] if v in set(first)]
+    expect(not repeated, "epoch 1's augmentations", "all new (the workers' seeds change every epoch)",
+           f"{len(repeated)} of {n} repeat epoch 0", "seed from get_worker_info().seed, which PyTorch draws anew every "
+           "epoch; the worker id alone is the same every epoch")
+    expect(distinct == len(values), "distinct augmentations over 2 epochs", len(values), distinct)
+    again = _run_loader(worker_init_fn, 100 + seed, workers, n)
+    diff = sum(a != b for a, b in zip(values, [v for epoch in again for v in epoch]))
+    expect(diff == 0, "a second loader with the same generator seed", "the same augmentations, bit for bit",
+           f"{diff} of {len(values)} differ", "seed the new Generator from get_worker_info().seed (drawn from the "
+           "loader's seeded generator), not from the clock, the OS or np.random.default_rng() without a seed")
+    return f"{len(values)} distinct augmentations ({workers} workers, 2 epochs), repeated under the same loader seed"
+
+
+# ---- the pipeline, in two processes ---------------------------------------------------------------------------
+
+_TEXTS = ["a great fun film", "great acting and a fun plot", "a dull plot", "dull and slow", "fun for all",
+          "slow and dull acting", "a great cast", "the plot was dull", "great fun", "the cast was great",
+          "slow film", "a dull cast", "fun and great", "the acting was slow", "all great", "a slow dull film",
+          "what a film", "not fun at all", "the best cast", "a slow start"]
+
+
+def _texts(seed):
+    rng = random.Random(seed)
+    n = 16 if seed == 0 else rng.choice([12, 16, 20])
+    return _TEXTS[:n] if seed == 0 else rng.sample(_TEXTS, n)
+
+
+class _Reviews(Dataset):
+    """Bag-of-words counts, augmented with the Dataset's own Generator (word dropout and noise)."""
+
+    def __init__(self, texts, vocab, seed=0):
+        self.texts, self.vocab, self.rng = texts, vocab, np.random.default_rng(seed)
+
+    def __len__(self):
+        return len(self.texts)
+
+    def __getitem__(self, i):
+        x = torch.zeros(len(self.vocab), dtype=torch.float64)
+        for word in self.texts[i].split():
+            if self.rng.random() > 0.2:
+                x[self.vocab[word]] += 1
+        noise = torch.from_numpy(self.rng.normal(0, 0.05, len(self.vocab)))
+        return (x + noise).float(), len(self.texts[i]) % 2, noise[0]
+
+
+def pipeline_run(seed_everything, build_vocab, make_loader, seed, texts):
+    """The check's training run with the learner's functions; fingerprints of each stage, in order."""
+    torch.set_num_threads(1)
+    stages = {}
+    seed_everything(seed)
+    vocab = build_vocab(texts)
+    stages["vocabulary"] = sorted(vocab.items(), key=lambda kv: kv[1])
+    model = torch.nn.Linear(len(vocab), 2)
+    stages["initial weights"] = fingerprint(model)
+    loader = make_loader(_Reviews(texts, vocab), seed)
+    batches, noise = [], []
+    for epoch in range(2):
+        for x, y, first in loader:
+            batches += [x, y]
+            noise += first.tolist()
+            model.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            with torch.no_grad():  # plain SGD written out: torch.optim's first use imports torch._dynamo (seconds)
+                for p in model.parameters():
+                    p -= 0.5 * p.grad
+    stages["batches"] = fingerprint(batches)
+    stages["final weights"] = fingerprint(model)
+    stages["noise"] = noise
+    return stages
+
+
+_STAGE_HINTS = {
+    "vocabulary": "build_vocab gives another word order in each process: a set of strings is ordered by their "
+                  "hashes, which PYTHONHASHSEED salts per process; sort the words (sorted(set(...)))",
+    "initial weights": "the model is built right after seed_everything(seed): torch must be seeded with the seed "
+                       "(torch.manual_seed(seed))",
+    "batches": "the data order or the augmentations differ: make_loader's DataLoader needs its own "
+               "generator=torch.Generator().manual_seed(seed), and worker_init_fn must seed the worker's "
+               "dataset.rng from get_worker_info().seed",
+    "final weights": "every input of training was the same, yet the result differs",
+}
+
+
+def _check_vocab(build_vocab, texts):
+    vocab = call(build_vocab, list(texts), name="build_vocab")
+    words = {w for t in texts for w in t.split()}
+    expect(isinstance(vocab, dict), "build_vocab's return value", "a dict {word: index}", type(vocab).__name__)
+    missing, extra = sorted(words - set(vocab)), sorted(set(vocab) - words)
+    expect(not missing and not extra, "build_vocab's words", f"the {len(words)} distinct words of the texts",
+           f"missing {missing[:5]}, extra {extra[:5]}")
+    expect(sorted(vocab.values()) == list(range(len(words))), "build_vocab's indices",
+           f"0 to {len(words) - 1}, each once", sorted(vocab.values())[:10])
+
+
+def _check_loader(make_loader, texts, vocab, seed):
+    """The loader: 2 workers, batch 4, and batches that depend on `seed`, not on torch's global stream."""
+    orders = []
+    for disturb in (1, 2):
+        torch.manual_seed(1000 + disturb)  # another global state each time: a layer more or less before it
+        loader = call(make_loader, _Reviews(texts, vocab), seed, name="make_loader")
+        expect(isinstance(loader, DataLoader), "make_loader's return value", "a DataLoader", type(loader).__name__)
+        expect(loader.num_workers == 2 and loader.batch_size == 4, "the DataLoader's settings",
+               "num_workers=2, batch_size=4", f"num_workers={loader.num_workers}, batch_size={loader.batch_size}")
+        orders.append(call(lambda: [batch[1].tolist() + batch[0].sum(1).tolist() for batch in loader],
+                           name="make_loader", where="(iterating its DataLoader)"))
+    expect(orders[0] == orders[1], "two loaders with the same seed, made after different draws from torch's global "
+           "generator", "the same batches", "other batches",
+           "give the DataLoader its own generator=torch.Generator().manual_seed(seed): by default it shuffles with "
+           "torch's global stream, so the order depends on everything drawn before")
+
+
+@check("pipeline")
+def check_pipeline(seed_everything, build_vocab, make_loader, seed=0):
+    """The check's training run with the learner's four functions, here and in a fresh interpreter whose
+    PYTHONHASHSEED salts str hashes differently: every stage's fingerprint equal, the augmentations all distinct."""
+    texts = _texts(seed)
+    _check_vocab(build_vocab, texts)
+    with _GlobalState():
+        vocab = call(build_vocab, list(texts), name="build_vocab")
+        _check_loader(make_loader, texts, vocab, seed)
+    hashseed = processes.other_hashseed()
+    other = processes.interpreter(hashseed=hashseed)
+    args = (seed_everything, build_vocab, make_loader, seed, texts)
+    where = f"(the pipeline run, seed {seed})"
+    try:
+        with _GlobalState():
+            a, b = processes.here_and_in(other, pipeline_run, *args, timeout=TIMEOUT,
+                                         here=lambda *a: call(pipeline_run, *a, name="your functions", where=where))
+    except processes.ProcessTimeout as exc:
+        raise CheckFailed(f"the run in a fresh interpreter did not finish: {exc} (limit {TIMEOUT:.0f} s once the "
+                          "interpreter is up). Something in your functions hangs: a DataLoader worker waiting, "
+                          "an endless loop") from None
+    except processes.ProcessError as exc:
+        hint = ("\nHint: create it inside the function, or pass what it needs" if "cannot be sent" in exc.text else "")
+        raise CheckFailed(f"in a fresh interpreter (PYTHONHASHSEED={hashseed}), your functions raised {exc}{hint}") from None
+    procs = f"this process and a fresh one with PYTHONHASHSEED={hashseed}"
+    for stage in ("vocabulary", "initial weights", "batches", "final weights"):
+        show = (lambda v: str(v[:4])[:-1] + ", ...]") if stage == "vocabulary" else (lambda v: v)
+        expect(a[stage] == b[stage], f"the {stage} in two processes ({procs}, seed {seed})",
+               "the same in both", f"{show(a[stage])} and {show(b[stage])}", _STAGE_HINTS[stage])
+    noise = a["noise"]
+    expect(len(set(noise)) == len(noise), "distinct augmentations in the run (2 epochs)", len(noise),
+           len(set(noise)), "worker_init_fn must reseed each worker's dataset.rng from get_worker_info().seed")
+    return (f"every stage identical in {procs}: final weights {a['final weights']}; "
+            f"{len(noise)} distinct augmentations")

@@ -1,0 +1,106 @@
+"""Lesson 09 (reproducibility): plausible wrong fixes (each loses exactly its checks, with the message) and correct
+fixes written differently.
+
+Format: tests/variants/__init__.py."""
+
+SEED = '''def seed_everything(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)'''
+
+WORKER = '''def worker_init_fn(worker_id):
+    info = torch.utils.data.get_worker_info()
+    info.dataset.rng = np.random.default_rng(info.seed)'''
+
+VOCAB = '''def build_vocab(texts):
+    words = sorted({w for text in texts for w in text.split()})
+    return {w: i for i, w in enumerate(words)}'''
+
+LOADER = '''def make_loader(dataset, seed):
+    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn,
+                      generator=torch.Generator().manual_seed(seed))'''
+
+
+def with_(reference, old, new):
+    """The reference with one piece changed (the variants below name the change)."""
+    assert old in reference, old
+    return reference.replace(old, new)
+
+
+VARIANTS = {
+    # seed_everything
+    "seed_without_numpy": {"cells": {"seed_everything": with_(SEED, "    np.random.seed(seed)\n", "")},
+                           "lost": {"check_seed_everything": "np.random.random() after seed_everything(0)"}},
+    "seed_numpy_default_rng": {
+        "cells": {"seed_everything": with_(SEED, "np.random.seed(seed)", "rng = np.random.default_rng(seed)")},
+        "lost": {"check_seed_everything": "does not seed the global generator"}},
+    "seed_constant": {"cells": {"seed_everything": SEED.replace("(seed)", "(0)")},
+                      "lost": {"check_seed_everything": "random.random() after seed_everything(7)"}},
+    "seed_cuda_only": {
+        "cells": {"seed_everything": "def seed_everything(seed):\n    random.seed(seed)\n    np.random.seed(seed)\n"
+                                     "    torch.cuda.manual_seed_all(seed)   # seeds the GPUs only"},
+        "lost": {"check_seed_everything": "torch.rand(3) after seed_everything(0)",
+                 "check_pipeline": "the initial weights in two processes"}},
+    # worker_init_fn
+    "worker_seeds_global_numpy": {
+        "cells": {"worker_init_fn": "def worker_init_fn(worker_id):\n    np.random.seed(worker_id)"},
+        "lost": {"check_worker_init_fn": "items [0, 1, 2, 3, 4, 5] repeat each other",
+                 "check_pipeline": "distinct augmentations in the run"}},
+    "worker_rng_from_worker_id": {
+        "cells": {"worker_init_fn": with_(WORKER, "default_rng(info.seed)", "default_rng(worker_id)")},
+        "lost": {"check_worker_init_fn": "epoch 1's augmentations",
+                 "check_pipeline": "distinct augmentations in the run"}},
+    "worker_rng_from_entropy": {
+        "cells": {"worker_init_fn": with_(WORKER, "default_rng(info.seed)", "default_rng()")},
+        "lost": {"check_worker_init_fn": "a second loader with the same generator seed",
+                 "check_pipeline": "the batches in two processes"}},
+    "worker_np_seed_64_bit": {
+        "cells": {"worker_init_fn": with_(WORKER, "    info.dataset.rng", "    np.random.seed(info.seed)\n    info.dataset.rng")},
+        "lost": {"check_worker_init_fn": "Seed must be between 0 and 2**32 - 1",
+                 "check_pipeline": "Seed must be between 0 and 2**32 - 1"}},
+    # build_vocab
+    "vocab_in_set_order": {
+        "cells": {"build_vocab": "def build_vocab(texts):\n    words = set(w for text in texts for w in text.split())\n"
+                                 "    return {w: i for i, w in enumerate(words)}"},
+        "lost": {"check_pipeline": "a set of strings is ordered by their hashes"}},
+    "vocab_counts_not_indices": {
+        "cells": {"build_vocab": "import collections\n\ndef build_vocab(texts):\n"
+                                 "    return dict(sorted(collections.Counter(w for t in texts for w in t.split()).items()))"},
+        "lost": {"check_pipeline": "build_vocab's indices"}},
+    # make_loader
+    "loader_without_generator": {
+        "cells": {"make_loader": with_(LOADER, ",\n                      generator=torch.Generator().manual_seed(seed))", ")")},
+        "lost": {"check_pipeline": "by default it shuffles with torch's global stream"}},
+    "loader_without_worker_init": {
+        "cells": {"make_loader": with_(LOADER, " worker_init_fn=worker_init_fn,", "")},
+        "lost": {"check_pipeline": "distinct augmentations in the run"}},
+    "loader_without_workers": {
+        "cells": {"make_loader": with_(LOADER, "num_workers=2", "num_workers=0")},
+        "lost": {"check_pipeline": "num_workers=2, batch_size=4"}},
+    # correct, written differently
+    "written_differently": {
+        "cells": {
+            "seed_everything": "import os\n\ndef seed_everything(seed):\n"
+                               "    os.environ['PYTHONHASHSEED'] = str(seed)   # only for child processes\n"
+                               "    random.seed(seed)\n    np.random.seed(seed % 2**32)\n    torch.manual_seed(seed)\n"
+                               "    torch.cuda.manual_seed_all(seed)\n    torch.use_deterministic_algorithms(True)",
+            "worker_init_fn": "from torch.utils.data import get_worker_info\n\ndef worker_init_fn(worker_id):\n"
+                              "    get_worker_info().dataset.rng = np.random.default_rng(torch.initial_seed())",
+            "build_vocab": "def build_vocab(texts):\n"
+                           "    order = dict.fromkeys(w for t in texts for w in t.split())   # first-seen order\n"
+                           "    return {w: i for i, w in enumerate(order)}",
+            "make_loader": "def make_loader(dataset, seed):\n    g = torch.Generator()\n    g.manual_seed(seed)\n"
+                           "    return DataLoader(dataset, 4, shuffle=True, num_workers=2, generator=g,\n"
+                           "                      worker_init_fn=worker_init_fn, persistent_workers=True)"},
+        "lost": {}},
+    "seed_sequence_and_class": {
+        "cells": {
+            "worker_init_fn": "class Reseed:\n    def __call__(self, worker_id):\n"
+                              "        info = torch.utils.data.get_worker_info()\n"
+                              "        info.dataset.rng = np.random.default_rng([worker_id, info.seed])\n\n"
+                              "worker_init_fn = Reseed()",
+            "build_vocab": "VOCAB_SIZE_LIMIT = 10_000\n\ndef build_vocab(texts):\n"
+                           "    words = sorted(set(' '.join(texts).split()))[:VOCAB_SIZE_LIMIT]\n"
+                           "    return dict(zip(words, range(len(words))))"},
+        "lost": {}},
+}
