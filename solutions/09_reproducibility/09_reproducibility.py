@@ -62,6 +62,7 @@ from trainclinic import processes
 from trainclinic.fingerprint import fingerprint, first_difference
 
 other = processes.interpreter(hashseed=processes.other_hashseed())
+processes.warm_workers()  # torch 2.4: spares each DataLoader worker seconds of imports (see processes.warm_workers)
 
 TEXTS = ["a great fun film", "great acting and a fun plot", "a dull plot", "dull and slow", "fun for all",
          "slow and dull acting", "a great cast", "the plot was dull", "great fun", "the cast was great",

@@ -23,7 +23,7 @@ import tempfile
 import time
 import types
 
-__all__ = ["Interpreter", "ProcessTimeout", "ProcessError", "interpreter", "other_hashseed", "close_all", "run_each", "here_and_in",
+__all__ = ["Interpreter", "ProcessTimeout", "ProcessError", "interpreter", "other_hashseed", "warm_workers", "close_all", "run_each", "here_and_in",
            "dumps"]
 
 
@@ -191,11 +191,22 @@ def _job(payload_path, result_path):
         f.write(data)
 
 
+def warm_workers():
+    """Import here what a forked DataLoader worker imports to send its first tensor (seconds on torch 2.4, where
+    every new worker paid it again, every epoch): workers forked afterwards inherit it."""
+    import torch
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler.dumps(torch.zeros(1))
+
+
 def _serve():
     """The interpreter's loop: read 'payload result' path pairs on stdin, fork one child per call, report on stdout."""
     import torch  # noqa: F401 - paid once here, not in every call
 
     import trainclinic  # noqa: F401
+
+    warm_workers()
 
     out = os.fdopen(os.dup(1), "w", buffering=1)
     null = os.open(os.devnull, os.O_RDWR)

@@ -98,6 +98,7 @@ def _context():
 
 def _augmentations(worker_init_fn, loader_seed, workers, n, epochs=2):
     """Every item's draw, epoch after epoch, from a DataLoader with `workers` workers and a seeded generator."""
+    processes.warm_workers()
     loader = DataLoader(NoisyItems(n), batch_size=2, shuffle=False, num_workers=workers, worker_init_fn=worker_init_fn,
                         generator=torch.Generator().manual_seed(loader_seed), timeout=TIMEOUT,
                         multiprocessing_context=_context())
@@ -254,6 +255,7 @@ def check_pipeline(seed_everything, build_vocab, make_loader, seed=0):
     """The check's training run with the learner's four functions, here and in a fresh interpreter whose
     PYTHONHASHSEED salts str hashes differently: every stage's fingerprint equal, the augmentations all distinct."""
     texts = _texts(seed)
+    processes.warm_workers()
     _check_vocab(build_vocab, texts)
     with _GlobalState():
         vocab = call(build_vocab, list(texts), name="build_vocab")
