@@ -195,6 +195,20 @@ print(f"{len(set(flat))} distinct values out of {len(flat)}")
 # "random" ones never change. The famous version of this bug (the global `np.random` in `__getitem__`, pytorch
 # issue #5059) no longer happens; this one does, in every PyTorch version.
 #
+# A common first fix seeds NumPy's global generator in each worker from the worker's seed. It fails, and would
+# not touch `self.rng` anyway: the worker's seed is a 64-bit number, and `np.random.seed` takes 32 bits.
+
+# %%
+def seed_global_numpy(worker_id):   # a common first attempt
+    np.random.seed(torch.utils.data.get_worker_info().seed)
+
+try:
+    next(iter(DataLoader(eight, batch_size=2, num_workers=2, worker_init_fn=seed_global_numpy)))
+except ValueError as err:
+    print(str(err).splitlines()[0], "...")
+    print(str(err).strip().splitlines()[-1])
+
+# %% [markdown]
 # ### What determinism does not promise
 #
 # Seeds make the *same program* draw the *same numbers*. The same arithmetic is another matter. A sum over

@@ -34,7 +34,7 @@ VARIANTS = {
     "seed_numpy_default_rng": {
         "cells": {"seed_everything": with_(SEED, "np.random.seed(seed)", "rng = np.random.default_rng(seed)")},
         "lost": {"check_seed_everything": "does not seed the global generator"}},
-    "seed_constant": {"cells": {"seed_everything": SEED.replace("(seed)", "(0)")},
+    "seed_constant": {"cells": {"seed_everything": SEED.replace(".seed(seed)", ".seed(0)").replace("manual_seed(seed)", "manual_seed(0)")},
                       "lost": {"check_seed_everything": "random.random() after seed_everything(7)"}},
     "seed_cuda_only": {
         "cells": {"seed_everything": "def seed_everything(seed):\n    random.seed(seed)\n    np.random.seed(seed)\n"

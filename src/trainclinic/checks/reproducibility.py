@@ -20,7 +20,7 @@ from . import CheckFailed, call, check, expect
 
 __all__ = ["check_seed_everything", "check_worker_init_fn", "check_pipeline", "NoisyItems", "pipeline_run"]
 
-TIMEOUT = 10.0  # seconds for any DataLoader batch and any call in another process
+TIMEOUT = 20.0  # seconds for any DataLoader batch and any call in another process (a hang becomes a CheckFailed)
 
 
 # ---- seed_everything ----------------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ class _Reviews(Dataset):
             if self.rng.random() > 0.2:
                 x[self.vocab[word]] += 1
         noise = torch.from_numpy(self.rng.normal(0, 0.05, len(self.vocab)))
-        return (x + noise).float(), len(self.texts[i]) % 2, noise[0]
+        return (x + noise).float(), len(self.texts[i]) % 2, noise[0], i
 
 
 def pipeline_run(seed_everything, build_vocab, make_loader, seed, texts):
@@ -196,7 +196,7 @@ def pipeline_run(seed_everything, build_vocab, make_loader, seed, texts):
     loader = make_loader(_Reviews(texts, vocab), seed)
     batches, noise = [], []
     for epoch in range(2):
-        for x, y, first in loader:
+        for x, y, first, _ in loader:
             batches += [x, y]
             noise += first.tolist()
             model.zero_grad()
@@ -242,10 +242,10 @@ def _check_loader(make_loader, texts, vocab, seed):
         expect(isinstance(loader, DataLoader), "make_loader's return value", "a DataLoader", type(loader).__name__)
         expect(loader.num_workers == 2 and loader.batch_size == 4, "the DataLoader's settings",
                "num_workers=2, batch_size=4", f"num_workers={loader.num_workers}, batch_size={loader.batch_size}")
-        orders.append(call(lambda: [batch[1].tolist() + batch[0].sum(1).tolist() for batch in loader],
+        orders.append(call(lambda: [batch[3].tolist() for batch in loader],  # the items' order, not their values
                            name="make_loader", where="(iterating its DataLoader)"))
     expect(orders[0] == orders[1], "two loaders with the same seed, made after different draws from torch's global "
-           "generator", "the same batches", "other batches",
+           "generator", f"the same order of items ({orders[0][:2]}...)", f"another order ({orders[1][:2]}...)",
            "give the DataLoader its own generator=torch.Generator().manual_seed(seed): by default it shuffles with "
            "torch's global stream, so the order depends on everything drawn before")
 
