@@ -81,12 +81,12 @@ class Reviews(Dataset):
         return len(self.texts)
 
     def __getitem__(self, i):
-        x = torch.zeros(len(self.vocab))
+        counts = torch.zeros(len(self.vocab))
         for word in self.texts[i].split():
-            if self.rng.random() > 0.2:           # word dropout
-                x[self.vocab[word]] += 1
-        x += torch.from_numpy(self.rng.normal(0, 0.05, len(self.vocab))).float()  # noise
-        return x, self.labels[i]
+            counts[self.vocab[word]] += 1
+        keep = torch.from_numpy(self.rng.random(len(self.vocab)) > 0.2)                 # word dropout
+        noise = torch.from_numpy(self.rng.normal(0, 0.05, len(self.vocab))).float()   # noise
+        return counts * keep + noise, self.labels[i]
 
 
 def train_once(seed=None, order=sorted, workers=0, init=None):
@@ -190,9 +190,9 @@ flat = sum(seen, [])
 print(f"{len(set(flat))} distinct values out of {len(flat)}")
 
 # %% [markdown]
-# Worker 0 gives batches 0 and 2, worker 1 batches 1 and 3: each pair repeats, and epoch 1 repeats epoch 0, because
-# every epoch starts new workers from the same copy. Half the augmentations you paid for are duplicates, and the
-# "random" ones never change. The famous version of this bug (the global `np.random` in `__getitem__`, pytorch
+# Worker 0 gives batches 0 and 2, worker 1 batches 1 and 3: worker 1 repeats worker 0 draw for draw, and epoch 1
+# repeats epoch 0, because every epoch starts new workers from the same copy. Of the sixteen augmentations you paid
+# for, four are distinct, and the "random" ones never change. The famous version of this bug (the global `np.random` in `__getitem__`, pytorch
 # issue #5059) no longer happens; this one does, in every PyTorch version.
 #
 # A common first fix seeds NumPy's global generator in each worker from the worker's seed. It fails, and would
@@ -288,7 +288,7 @@ print("between two models, first_difference():", first_difference(nn.Linear(3, 1
 
 # %% [markdown]
 # The worker bug is **reproducible**: the same seed gives the same duplicates in every run, so comparing two runs
-# never finds it. Count distinct augmentations instead, as the cell before section 2 did. A run that is identical
+# never finds it. Count distinct augmentations instead, as section 1 did. A run that is identical
 # twice can still be wrong.
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "fix_md", "locked": true, "schema_version": 3, "solution": false, "task": false}
