@@ -1,5 +1,4 @@
 """Tiny seeded synthetic data sets: no downloads, the same numbers on every machine."""
-import os
 import random
 
 import torch
@@ -9,9 +8,10 @@ __all__ = ["seed_everything", "blobs", "regression", "loader"]
 
 
 def seed_everything(seed=0):
-    """Seed python, numpy (if present) and torch (all devices); return the seed."""
+    """Seed python, numpy (if present) and torch (all devices); return the seed.
+
+    It does not touch PYTHONHASHSEED: a running interpreter's str hashes are fixed at its start (lesson 09)."""
     random.seed(seed)
-    os.environ["PYTHONHASHSEED"] = str(seed)
     try:
         import numpy as np
 
