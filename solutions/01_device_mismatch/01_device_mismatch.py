@@ -161,7 +161,7 @@ with tc.accelerator(device) as gpu:
 #
 # **3a.** `to_device(batch, device)`: return the batch with **every tensor** moved to `device`. A batch can be a
 # tuple, a list or a dict; keep its type (a tuple stays a tuple, a list a list, a dict a dict), and leave
-# non-tensor items (ids, strings, numbers) as they are.
+# non-tensor items (ids, strings, numbers) as they are: the same objects, not copies.
 
 # %% nbgrader={"grade": false, "grade_id": "to_device", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def to_device(batch, device):
