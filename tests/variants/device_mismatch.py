@@ -800,3 +800,26 @@ BLIND5 = {
 }
 for _name, (_cell, _source, _lost) in BLIND5.items():
     VARIANTS[f"blind5_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
+    # only CPU tensors are moved: a tensor already on another device (the simulated cuda:0, meta, another GPU) stays
+    'to_device_only_cpu_tensors': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    def move(v):\n        # the loader hands over CPU tensors: those are the ones to move\n        if isinstance(v, torch.Tensor) and v.device.type == "cpu":\n            return v.to(device)\n        return v\n    if isinstance(batch, dict):\n        return {k: move(v) for k, v in batch.items()}\n    return type(batch)(move(v) for v in batch)\n'},
+        'lost': {'check_to_device': "to_device's result for a tuple batch"}},
+    # a deep copy of the batch, then the tensors replaced: the non-tensor items come back as copies, not as they are
+    'to_device_deepcopy_then_assign': {'cells': {'to_device': 'import copy\n\n\ndef to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    if isinstance(batch, tuple):\n        return tuple(to_device(list(batch), device))\n    out = copy.deepcopy(batch)\n    keys = list(out) if isinstance(out, dict) else range(len(out))\n    for k in keys:\n        if torch.is_tensor(out[k]):\n            out[k] = out[k].to(device)\n    return out\n'},
+        'lost': {'check_to_device': "batch['index']"}},
+    # a second forward pass in training mode: a model with BatchNorm updates its running statistics twice (and one w
+    'train_step_second_forward_for_accuracy': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    with torch.no_grad():                       # accuracy after the update, for the log\n        outputs = model(inputs)\n        if outputs.dim() == 2 and outputs.shape[1] > 1 and labels.dtype == torch.long:\n            acc = (outputs.argmax(1) == labels).float().mean()\n    return loss.item()\n'},
+        'lost': {'check_train_step': 'model(...) calls in one step'}},
+    # the caller's model is left in eval mode (model.training becomes False): breaks 'Change nothing else of the cal
+    'train_step_leaves_eval_mode': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    model.train()\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    model.eval()                                # ready for validation\n    return loss.item()\n'},
+        'lost': {'check_train_step': "the model's mode when train_step returns (model.training)"}},
+    # squeeze() changes what loss_fn receives: a batch of one gives (C,) logits against (1,) labels (cross-entropy r
+    'train_step_squeezes_outputs': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    outputs = model(inputs).squeeze()            # drop stray size-1 dims\n    loss = loss_fn(outputs, labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_train_step': '`train_step` raised'}},
+    # a global setting (torch's float32 matmul precision, 'highest' by default) is changed and left changed for the 
+    'train_step_sets_matmul_precision': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    torch.set_float32_matmul_precision("high")       # TF32 matmuls: faster on recent GPUs\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_train_step': "torch's global settings when train_step returns"}},
+}
+for _name, _spec in BLIND6.items():
+    VARIANTS[f"blind6_{_name}"] = _spec

@@ -14,7 +14,7 @@ import warnings
 import torch
 
 __all__ = ["CheckFailed", "SimulationLimit", "check", "call", "expect", "close", "one_thread", "quiet", "standard_state",
-           "devices", "same_device", "flat", "python_float", "stale_grads", "seeded"]
+           "devices", "same_device", "flat", "python_float", "stale_grads", "seeded", "settings", "restore_settings"]
 
 
 class CheckFailed(AssertionError):
@@ -62,6 +62,35 @@ def standard_state():
         torch.set_grad_enabled(grad)
         torch.set_anomaly_enabled(anomaly)
         torch.set_default_dtype(dtype)
+
+
+_SETTINGS = {  # name -> (get, set): torch's process-wide switches that a training step has no reason to change
+    "torch.get_float32_matmul_precision()": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+    "torch.are_deterministic_algorithms_enabled()": (
+        lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+        lambda v: torch.use_deterministic_algorithms(v[0], warn_only=v[1])),
+    "torch.get_num_threads()": (torch.get_num_threads, torch.set_num_threads),
+    "torch.backends.cudnn.benchmark": (lambda: torch.backends.cudnn.benchmark,
+                                       lambda v: setattr(torch.backends.cudnn, "benchmark", v)),
+    "torch.backends.cudnn.deterministic": (lambda: torch.backends.cudnn.deterministic,
+                                           lambda v: setattr(torch.backends.cudnn, "deterministic", v)),
+    "torch.backends.cudnn.allow_tf32": (lambda: torch.backends.cudnn.allow_tf32,
+                                        lambda v: setattr(torch.backends.cudnn, "allow_tf32", v)),
+    "torch.backends.cuda.matmul.allow_tf32": (lambda: torch.backends.cuda.matmul.allow_tf32,
+                                              lambda v: setattr(torch.backends.cuda.matmul, "allow_tf32", v)),
+}
+
+
+def settings():
+    """torch's process-wide switches (matmul precision, determinism, threads, cuDNN and TF32 flags): {name: value}."""
+    return {name: get() for name, (get, _) in _SETTINGS.items()}
+
+
+def restore_settings(saved):
+    """Put back what `settings()` returned, where it changed."""
+    for name, value in saved.items():
+        if _SETTINGS[name][0]() != value:
+            _SETTINGS[name][1](value)
 
 
 @contextlib.contextmanager

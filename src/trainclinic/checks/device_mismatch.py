@@ -15,7 +15,8 @@ from torch.nn import functional as F
 
 from .. import data, models
 from ..device import SimulatedCuda, pick_device
-from . import CheckFailed, SimulationLimit, call, check, close, devices, expect, same_device, stale_grads
+from . import (CheckFailed, SimulationLimit, call, check, close, devices, expect, restore_settings, same_device,
+               settings, stale_grads)
 
 __all__ = ["check_to_device", "check_class_weighted_loss", "check_train_step"]
 
@@ -127,8 +128,8 @@ def _verify_moved(to_device, batch, device, real=True, reached=()):
                     if already else "")
             raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device}, observed "
                               f"{moved_names} on {device} but {names}{what}{came}.\nHint: move every tensor of the "
-                              f"batch, whatever its position, name, dtype, shape (0-d tensors included) or the device "
-                              f"of the others.")
+                              f"batch, whatever its device, position, name, dtype, shape (0-d tensors included) or "
+                              f"the device of the others.")
         others = [d for d in reached if not d.startswith("cpu")]
         if device.type == "meta" and others:
             raise CheckFailed(f"to_device's result for a {kind} batch sent to torch.device('meta') (a device of "
@@ -163,11 +164,15 @@ def check_to_device(to_device, seed=0):
             _verify_moved(to_device, batch, device)
             if device.type != "cpu":  # its first tensor already there, the others on the CPU
                 _verify_moved(to_device, _partly_moved(batch, lambda t: t.to(device)), device)
+            for other in devices():  # its first tensor on another device: moved too, whichever way
+                if other != device:
+                    _verify_moved(to_device, _partly_moved(batch, lambda t: t.to(other)), device)
 
     def probe(sim):
         for batch in batches:
             _verify_moved(to_device, batch, sim.device, real=False)
             _verify_moved(to_device, _partly_moved(batch, sim.tensor), sim.device, real=False)
+            _verify_moved(to_device, _partly_moved(batch, sim.tensor), torch.device("cpu"), real=False)
 
     where = _gpu_probe(probe)
     # a device that is neither the CPU nor cuda:0: code that reduces `device` to "cuda" or "cpu" is caught here
@@ -295,12 +300,17 @@ def _step_case(seed, batch_size=None):
     g, pick = _sweep(seed)
     inputs, hidden, classes = (4, 16, 3) if not seed else (pick([3, 4, 6]), pick([8, 12, 16]), pick([2, 3, 5]))
     n = batch_size or (16 if not seed else pick([1, 3, 5, 8, 16, 21]))
+    if seed % 8 == 3 and not batch_size:
+        n = 1  # a batch of one: a squeeze() that drops the batch dimension shows here
     dtype = torch.float32 if not seed or seed % 3 else torch.float64
     x, y = data.blobs(n=n, features=inputs, classes=classes, seed=seed + 1).tensors
     weighted = bool(seed % 4 == 3)
     soft = bool(seed % 4 == 2)  # float targets (class probabilities) and an MSE loss: labels are not always int64
     lr = 0.05 if not seed else pick([0.02, 0.05, 0.2])  # never 0.1, the usual default
-    if soft:
+    if soft and seed % 8 == 2:  # one output per sample: (n, 1) predictions against (n, 1) targets
+        classes = 1
+        y = torch.rand(n, 1, generator=g).to(dtype)
+    elif soft:
         y = torch.softmax(torch.randn(n, classes, generator=g) * 2, dim=1).to(dtype)
     return (dict(inputs=inputs, hidden=hidden, classes=classes, dtype=dtype, weighted=weighted, soft=soft, lr=lr,
                  nesterov=bool(seed % 2)), (x.to(dtype), y))
@@ -430,6 +440,10 @@ def check_train_step(train_step, seed=0, batch_size=None):
                 p.grad = None  # a frozen parameter never has a gradient
         steps, reached = [], []  # optimizer.step() calls; gradients computed for a parameter by backward
         handles = [opt.register_step_post_hook(lambda *args: steps.append(1))]
+        forwards = []  # model(...) calls (a direct model.forward(...) runs no hook and is not counted)
+        handles.append(model.register_forward_pre_hook(lambda *args: forwards.append(1)))
+        modes = {name: m.training for name, m in model.named_modules()}
+        others = settings()
         handles += [p.register_hook(lambda grad: reached.append(1)) for p in model.parameters() if p.requires_grad]
         grad_mode, anomaly, default_dtype = torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype()
         torch.manual_seed(7919 + seed)  # a state of the caller's (a step of this model draws no random numbers)
@@ -441,7 +455,10 @@ def check_train_step(train_step, seed=0, batch_size=None):
             grad_after, anomaly_after = torch.is_grad_enabled(), torch.is_anomaly_enabled()
             dtype_after, seed_after, rng_changed = torch.get_default_dtype(), torch.initial_seed(), _rng_changed(
                 rng_before, _rng_states())
+            others_after = settings()
+            modes_after = {name: m.training for name, m in model.named_modules()}
         finally:
+            restore_settings(others)
             torch.set_grad_enabled(grad_mode)
             torch.set_anomaly_enabled(anomaly)
             torch.set_default_dtype(default_dtype)
@@ -459,6 +476,16 @@ def check_train_step(train_step, seed=0, batch_size=None):
                "torch.autograd.set_detect_anomaly(True) stays in force after the function." if not anomaly else "")
         expect(dtype_after == default_dtype, "the default dtype when train_step returns (torch.get_default_dtype())",
                f"{_name(default_dtype)}, as it was when train_step was called", _name(dtype_after))
+        changed = [f"{k}: {others[k]!r} -> {others_after[k]!r}" for k in others if others_after[k] != others[k]]
+        expect(not changed, "torch's global settings when train_step returns", "as they were when it was called",
+               "; ".join(changed), "a step changes no global setting: each one stays in force for all the caller's "
+               "later code (set such options once, at the top of a script, if at all)")
+        flipped = [name for name in modes if modes_after.get(name) != modes[name]]
+        expect(not flipped, "the model's mode when train_step returns (model.training)",
+               "training mode, as the caller set it", "eval mode" + (" (model.training is False)" if "" in flipped
+                                                                      else f" in layers {flipped[:4]}"),
+               "leave the mode as the caller set it: code that switches to eval() (to measure something) must "
+               "switch back with model.train()")
         reseeded = seed_after != seed_before
         expect(not rng_changed, "the global random state after train_step",
                "unchanged: this check's model has no dropout and its batch is given, so a step draws no random "
@@ -511,6 +538,10 @@ def check_train_step(train_step, seed=0, batch_size=None):
                    observed, hint)
         expect(close(got, ref_loss, rtol=tol * 10, atol=tol), f"the returned loss on {device}",
                f"{ref_loss:.6g}, the loss of the batch before the step", f"{got:.6g}")
+        expect(len(forwards) <= 1, "model(...) calls in one step", "1", f"{len(forwards)}",
+               "one forward per step: each training-mode forward updates BatchNorm's running statistics and draws "
+               "new dropout masks, so a second one changes the model the caller trains; compute the loss (and "
+               "anything else you want) from the one forward")
 
     model = _model(case, seed, torch.device("cpu"))  # real tensors: the simulation makes its fake twins
     reached = []  # what the simulation could not follow, if anything
