@@ -339,3 +339,17 @@ def build_model(size=12, classes=3):
 }
 for _name, (_cell, _source, _lost) in BLIND5.items():
     VARIANTS[f"blind5_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
+    # the inputs get torch's global default dtype, float32 only while nobody changed it: after torch.set_default_dty
+    'prepare_default_dtype': {'cells': {'prepare_batch': 'def prepare_batch(images, labels):\n    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""\n    inputs = images.to(torch.get_default_dtype()).unsqueeze(1)      # the dtype new model weights get\n    targets = labels.to(torch.int64)\n    return inputs, targets\n'},
+        'lost': {'check_prepare_batch': "images dtype (the caller's default dtype set to float64)"}},
+    # every returned inputs tensor is a view of one shared buffer: the next call overwrites the values of batches al
+    'prepare_reused_module_buffer': {'cells': {'prepare_batch': '_buffer = torch.empty(0)\n\n\ndef prepare_batch(images, labels):\n    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""\n    global _buffer\n    n, h, w = images.shape\n    if _buffer.numel() < n * h * w:\n        _buffer = torch.empty(n * h * w, dtype=torch.float32)      # grown once, then reused: no allocation per batch\n    inputs = _buffer[: n * h * w].view(n, 1, h, w)\n    inputs.copy_(images.unsqueeze(1))\n    return inputs, labels.long()\n'},
+        'lost': {'check_prepare_batch': "the first call's (inputs, targets) after a second call of prepare_batch"}},
+    # the conv is created once, when the cell runs, and shared by every model build_model returns: two models share 
+    'model_module_level_conv': {'cells': {'build_model': '_conv = nn.Conv2d(1, 8, kernel_size=3, padding=1)     # the feature extractor: the same for every size\n\n\ndef build_model(size=12, classes=3):\n    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""\n    return nn.Sequential(_conv, nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * (size // 2) ** 2, classes))\n'},
+        'lost': {'check_build_model': 'two models from two calls of build_model'}},
+}
+for _name, _spec in BLIND6.items():
+    VARIANTS[f"blind6_{_name}"] = _spec

@@ -117,7 +117,14 @@ def check_prepare_batch(prepare_batch, seed=0):
         scale, shift = _value_scales(seed)[k]
         images = images * scale + shift  # pixel values are whatever the loader gives: not always in [0, 1]
         images_arg, labels_arg = images.clone(), labels.clone()
-        out = call(prepare_batch, images_arg, labels_arg, hints=HINTS, name="prepare_batch")
+        default64 = k == len(cases) - 1  # a caller whose default dtype is float64: the model's dtype is still float32
+        dtype_before = torch.get_default_dtype()
+        if default64:
+            torch.set_default_dtype(torch.float64)
+        try:
+            out = call(prepare_batch, images_arg, labels_arg, hints=HINTS, name="prepare_batch")
+        finally:
+            torch.set_default_dtype(dtype_before)
         _unchanged("prepare_batch", "images", images, images_arg)
         _unchanged("prepare_batch", "labels", labels, labels_arg)
         x, y = _pair(out, "prepare_batch")
@@ -144,8 +151,11 @@ def check_prepare_batch(prepare_batch, seed=0):
         expect(shape == (n, 1, size, width), f"images shape for a batch of {n} images {size}x{width}",
                f"({n}, 1, {size}, {width})",
                f"{shape}{verdict}", hint)
-        expect(x.dtype == torch.float32, "images dtype", "torch.float32 (the model's dtype)", f"{x.dtype}{verdict}",
-               "convert with .float() or .to(torch.float32).")
+        expect(x.dtype == torch.float32, "images dtype" + (" (the caller's default dtype set to float64)" if default64
+                                                           else ""),
+               "torch.float32 (the model's dtype)", f"{x.dtype}{verdict}",
+               "convert with .float() or .to(torch.float32), which name the dtype: the default dtype is the "
+               "caller's setting" if default64 else "convert with .float() or .to(torch.float32).")
         expect(close(x.squeeze(1), images), "images values", "unchanged (only dtype and shape change)",
                _values_differ(x, images))
         hint = ""
@@ -164,6 +174,17 @@ def check_prepare_batch(prepare_batch, seed=0):
         want = F.cross_entropy(model(images.unsqueeze(1).float()), labels.long())
         expect(loss.dtype == torch.float32 and close(loss, want), "the cross-entropy on your batch",
                f"{want.item():.5f} (float32)", f"{loss.item():.5f} ({loss.dtype})")
+    (n, size, width), kept = cases[0], None
+    for shift in (0.0, 7.0):  # two calls: the first result must not change when the second is made
+        images, labels = raw_batch(n, size, 3, seed=seed + 101, width=width)
+        x, y = _pair(call(prepare_batch, images + shift, labels, hints=HINTS, name="prepare_batch"), "prepare_batch")
+        if kept is None:
+            first, kept = (x, y), (x.clone(), y.clone())
+    expect(torch.equal(first[0], kept[0]) and torch.equal(first[1], kept[1]),
+           "the first call's (inputs, targets) after a second call of prepare_batch",
+           "unchanged: each call returns tensors of its own", "overwritten by the second call's batch",
+           "create new tensors in every call: a buffer kept between calls (a global, a default argument, an "
+           "attribute) makes every batch returned the same tensor, so a loader's earlier batches change")
     sizes = ", ".join(f"{n}x{h}x{w}" for n, h, w in cases)
     return f"float32 (N, 1, H, W) images and int64 (N,) labels; forward, loss and backward run for batches {sizes}"
 
@@ -269,6 +290,12 @@ def check_build_model(build_model, seed=0):
     model = call(build_model, size, classes, hints=HINTS, name="build_model")
     expect(isinstance(model, nn.Module), "build_model's result", "an nn.Module", type(model).__name__)
     returned = list(model.parameters())  # what an optimizer built right after build_model holds (section 5's)
+    other = call(build_model, size, classes, hints=HINTS, name="build_model")
+    shared = {id(p) for p in returned} & {id(p) for p in other.parameters()} if isinstance(other, nn.Module) else set()
+    expect(not shared, "two models from two calls of build_model", "models with parameters of their own",
+           f"{len(shared)} of {len(returned)} parameter tensors shared by both",
+           "create the layers inside build_model: a layer made once (at module level) is shared by every model "
+           "built, so training one changes the others")
     g = torch.Generator().manual_seed(seed)
     for n in batch_sizes:
         x = torch.rand(n, 1, size, size, generator=g)
