@@ -157,6 +157,11 @@ def check_grad_norms(grad_norms, seed=0, models_to_try=24):
                "return total, layers (a tuple), not a list." if isinstance(got, list) and len(got) == 2 else "")
         _expect_grads_untouched(named, before, want_total, case)
         total, layers = got
+        odd = [k for k in layers if not isinstance(k, str)]
+        expect(not odd, "the keys of the layers dict", "each layer's name, a str from model.named_modules()",
+               f"{type(odd[0]).__name__ if odd else ''} keys ({str(odd[0])[:60] if odd else ''})",
+               "key each norm by the module's name (for name, module in model.named_modules()), not by the module "
+               "object: names are what a log or a plot can show")
         frozen = {n for n, m in model.named_modules() if any(not p.requires_grad for p in _own(m))}
         frozen_hint = (f"{sorted(frozen)} hold parameters with requires_grad=False that still have a .grad (frozen "
                        "after a backward pass): skip only the parameters whose .grad is None; clip_grad_norm_ counts "
