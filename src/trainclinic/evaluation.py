@@ -89,6 +89,7 @@ class ValidationWatch:
         self.calls.append({
             "training": module.training,
             "modules_training": sorted({type(m).__name__ for m in module.modules() if m.training}),
+            "modules_eval": sorted({type(m).__name__ for m in module.modules() if not m.training}),
             "dropout_active": any(dropout),
             "bn_batch_stats": any(norm),
             "grad_enabled": torch.is_grad_enabled(),

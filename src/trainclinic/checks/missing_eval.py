@@ -198,6 +198,15 @@ def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
            f"{len(some)} of {len(w1.calls)} (in training mode: {', '.join(some[0]['modules_training'])})" if some else "",
            "call model.eval(): it switches the model and every submodule; switching only some layer classes leaves "
            "the others (and the model's own flag, model.training) in training mode.")
+    model.train()
+    model.training = False  # the top module's flag off, its layers still training: model.training says nothing of them
+    _, w3 = _evaluate(evaluate, model, loader, where="on a model whose own flag is off but whose layers are training")
+    mixed = [c_ for c_ in w3.calls if c_["modules_training"]]
+    expect(not mixed, "forward passes inside evaluate, called on a model whose own flag is off (model.training is "
+           "False) while its layers are in training mode", "none in training mode",
+           f"{len(mixed)} of {len(w3.calls)} (in training mode: {', '.join(mixed[0]['modules_training'])})" if mixed
+           else "", "call model.eval() whatever model.training says: it is the top module's flag only, and each "
+           "layer has its own")
     for got in (first, second):
         acc = _accuracy(got)
         expect(abs(acc - ref_acc) < 1e-6, f"the accuracy returned ({_describe(c)})",
@@ -465,6 +474,13 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
     expect(evals == 0, "forward passes of train_epoch on a model that evaluate() left in eval mode",
            "all in training mode (Dropout active, BatchNorm updating)", f"{evals} of {len(w.calls)} in eval mode",
            _eval_passes_hint(w))
+    partial = [c_ for c_ in w.calls if c_["modules_eval"]]
+    expect(not partial, "forward passes of train_epoch with every module in training mode (model.training and each "
+           "layer's own flag)", f"all {len(w.calls)}", f"{len(w.calls) - len(partial)} (in eval mode: "
+           + ("the model's own flag, model.training is False)" if partial[0]["modules_eval"] == [type(model).__name__]
+              else f"{', '.join(partial[0]['modules_eval'])})") if partial else "",
+           "call model.train() on the model itself: it sets the model's own flag and every layer's; switching only "
+           "its children or some layer classes leaves the rest in eval mode")
     expect(w.bn_batches == batches, "BatchNorm's num_batches_tracked during the epoch", f"+{batches} (one per batch)",
            f"+{w.bn_batches}")
     ref, losses = _reference_epoch(start, loader, lr, states, device)
