@@ -89,9 +89,10 @@ class Reviews(Dataset):
         return counts * keep + noise, self.labels[i]
 
 
-def train_once(seed=None, order=sorted, workers=0, init=None):
+def train_once(seed=None, order=sorted, workers=0, init=None, epochs=2, plot=None):
     """One training run; `order` orders the vocabulary's words (sorted, or list: the set's own order).
-    Returns fingerprints of the stages: vocabulary, initial weights, batches, final weights."""
+    Returns fingerprints of the stages: vocabulary, initial weights, batches, final weights.
+    `plot` (a tc.LivePlot) draws every step's loss and gradient norm."""
     if seed is not None:
         random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
     words = order({w for t in TEXTS for w in t.split()})
@@ -101,11 +102,14 @@ def train_once(seed=None, order=sorted, workers=0, init=None):
     loader = DataLoader(Reviews(TEXTS, LABELS, vocab), batch_size=4, shuffle=True, num_workers=workers,
                         worker_init_fn=init)
     batches = []
-    for epoch in range(2):
+    for epoch in range(epochs):
         for x, y in loader:
             batches.append(x)
             model.zero_grad()
-            nn.functional.cross_entropy(model(x), y).backward()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            if plot is not None:
+                plot.update(len(batches) - 1, loss.item(), tc.grad_norm(model))
             with torch.no_grad():      # plain SGD, lr 0.5, written out
                 for p in model.parameters():
                     p -= 0.5 * p.grad
@@ -116,6 +120,16 @@ def train_once(seed=None, order=sorted, workers=0, init=None):
 
 print("in this process, no seed:    ", train_once()["final weights"], train_once()["final weights"])
 print("in this process, seed 0:     ", train_once(0)["final weights"], train_once(0)["final weights"])
+
+# %% [markdown]
+# Watch one unseeded run train, its loss and gradient norm live. Run the cell again: without a seed, every run
+# draws other curves (another initialisation, another order, other augmentations); with `train_once(0, ...)` every
+# run draws the same ones.
+
+# %%
+with tc.LivePlot("no seed: one run among many possible ones", every=2) as plot:
+    train_once(epochs=6, plot=plot)
+print(plot.summary())
 
 # %% [markdown]
 # In one process, seeding makes two runs match. A second run of a script is a second **process**, though. Below,
@@ -369,9 +383,11 @@ print(f"with worker_init_fn: {len(set(flat))} distinct values out of {len(flat)}
 #
 # Each cell calls a check on your functions. It prints `✓ ...` when your code behaves, and otherwise raises
 # `CheckFailed` saying what was expected, what happened and, when the cause is clear, a hint. `check_pipeline`
-# runs the check's training pipeline with your four functions here and in the fresh interpreter (another
-# `PYTHONHASHSEED`; your functions' compiled code travels there, as `processes.here_and_in` sends it), and compares
-# the fingerprints stage by stage. The grader runs more cases (other seeds, sizes and worker counts).
+# first tries `build_vocab` and `make_loader` here (every word, every item of an epoch, the same batches whatever
+# torch's global stream did before or after), then runs the check's training pipeline with your four functions in
+# two fresh interpreters whose `PYTHONHASHSEED` differ (your functions' compiled code travels there, as
+# `processes.here_and_in` sends it), and compares the fingerprints stage by stage. The grader runs more cases
+# (other seeds, sizes and worker counts).
 
 # %% nbgrader={"grade": true, "grade_id": "check_seed_everything", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 """seed_everything seeds random, numpy and torch with its seed"""

@@ -20,6 +20,7 @@ from . import CheckFailed, call, check, expect
 
 __all__ = ["check_seed_everything", "check_worker_init_fn", "check_pipeline", "NoisyItems", "pipeline_run"]
 
+HASHSEEDS = (1, 2)  # the pipeline's two fresh interpreters: fixed salts, so that a grade never depends on chance
 TIMEOUT = 20.0  # seconds for any DataLoader batch and any call in another process (a hang becomes a CheckFailed)
 
 
@@ -154,8 +155,8 @@ def check_worker_init_fn(worker_init_fn, seed=0):
 
 # ---- the pipeline, in two processes ---------------------------------------------------------------------------
 
-_TEXTS = ["a great fun film", "great acting and a fun plot", "a dull plot", "dull and slow", "fun for all",
-          "slow and dull acting", "a great cast", "the plot was dull", "great fun", "the cast was great",
+_TEXTS = ["A great fun film", "great acting and a fun plot", "a dull plot", "dull and  slow", "fun for\tall",
+          "slow and dull acting", "a great cast", "the plot was dull", "Great fun", "The cast was great",
           "slow film", "a dull cast", "fun and great", "the acting was slow", "all great", "a slow dull film",
           "what a film", "not fun at all", "the best cast", "a slow start"]
 
@@ -233,55 +234,86 @@ def _check_vocab(build_vocab, texts):
            f"0 to {len(words) - 1}, each once", sorted(vocab.values())[:10])
 
 
-def _check_loader(make_loader, texts, vocab, seed):
-    """The loader: 2 workers, batch 4, and batches that depend on `seed`, not on torch's global stream."""
-    orders = []
-    for disturb in (1, 2):
-        torch.manual_seed(1000 + disturb)  # another global state each time: a layer more or less before it
-        loader = call(make_loader, _Reviews(texts, vocab), seed, name="make_loader")
-        expect(isinstance(loader, DataLoader), "make_loader's return value", "a DataLoader", type(loader).__name__)
-        expect(loader.num_workers == 2 and loader.batch_size == 4, "the DataLoader's settings",
-               "num_workers=2, batch_size=4", f"num_workers={loader.num_workers}, batch_size={loader.batch_size}")
-        orders.append(call(lambda: [batch[3].tolist() for batch in loader],  # the items' order, not their values
-                           name="make_loader", where="(iterating its DataLoader)"))
-    expect(orders[0] == orders[1], "two loaders with the same seed, made after different draws from torch's global "
-           "generator", f"the same order of items ({orders[0][:2]}...)", f"another order ({orders[1][:2]}...)",
-           "give the DataLoader its own generator=torch.Generator().manual_seed(seed): by default it shuffles with "
-           "torch's global stream, so the order depends on everything drawn before")
+class _SeedProbe(Dataset):
+    """`n` items, each (its index, the seed of the worker that loaded it): what a loader's generator decides."""
+
+    def __init__(self, n):
+        self.n, self.rng = n, np.random.default_rng(0)  # rng: a worker_init_fn may reseed it
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        info = torch.utils.data.get_worker_info()
+        return i, (info.seed if info is not None else -1)
+
+
+def _loader_run(make_loader, seed, disturb, n):
+    """Make the learner's loader after `disturb` draws from torch's global generator, draw more (a model built after
+    it), then read one epoch: [(index, worker seed)] in order."""
+    torch.manual_seed(1000 + disturb)  # another global state each time: a layer more or less before it
+    loader = call(make_loader, _SeedProbe(n), seed, name="make_loader")
+    expect(isinstance(loader, DataLoader), "make_loader's return value", "a DataLoader", type(loader).__name__)
+    expect(loader.num_workers == 2 and loader.batch_size == 4, "the DataLoader's settings",
+           "num_workers=2, batch_size=4", f"num_workers={loader.num_workers}, batch_size={loader.batch_size}")
+    expect(loader.worker_init_fn is not None, "the DataLoader's worker_init_fn", "your worker_init_fn",
+           "None: the workers keep copies of one Generator and repeat each other's augmentations",
+           "pass worker_init_fn=worker_init_fn to the DataLoader")
+    torch.rand(3 * disturb)
+    batches = call(lambda: [(int(i), int(s)) for idx, seeds in loader for i, s in zip(idx, seeds)],
+                   name="make_loader", where="(iterating its DataLoader)")
+    return batches, loader
+
+
+def _check_loader(make_loader, seed):
+    """The loader: 2 workers, batch 4, every item once per epoch, and an order and worker seeds that depend on `seed`
+    alone, not on torch's global stream before or after the loader is made."""
+    n = 10 + 4 * (seed % 2)  # not a multiple of the batch size: the last batch is short
+    runs = [_loader_run(make_loader, seed, disturb, n)[0] for disturb in (1, 2)]
+    order = [i for i, _ in runs[0]]
+    dropped = sorted(set(range(n)) - set(order))
+    expect(sorted(order) == list(range(n)), f"the items of one epoch of make_loader's DataLoader ({n} items)",
+           f"all {n}, each once", f"{len(order)} items" + (f", without {dropped}" if dropped else ""),
+           "keep the short last batch (drop_last=False, the default): every sample is seen every epoch"
+           if dropped and len(order) == n - n % 4 else "")
+    expect(runs[0] == runs[1], "two loaders with the same seed, made after different draws from torch's global "
+           "generator (and iterated after more)", "the same order of items and the same worker seeds",
+           "another order" if order != [i for i, _ in runs[1]] else "other worker seeds",
+           "give the DataLoader itself its own generator=torch.Generator().manual_seed(seed): it shuffles and draws "
+           "the workers' seeds with it; without one (or with torch's global generator, which torch.manual_seed "
+           "returns) both come from torch's global stream, so they depend on everything drawn before and after")
+    other = _loader_run(make_loader, seed + 1, 1, n)[0]
+    expect(other != runs[0], f"a loader made with seed {seed + 1} instead of {seed}",
+           "another order or other worker seeds", "the same batches: the seed is not used",
+           "seed the loader's Generator with `seed`: torch.Generator().manual_seed(seed) (a Generator never seeded "
+           "starts from the same fixed state every time)")
 
 
 @check("pipeline")
 def check_pipeline(seed_everything, build_vocab, make_loader, seed=0):
-    """The check's training run with the learner's four functions, here and in a fresh interpreter whose
-    PYTHONHASHSEED salts str hashes differently: every stage's fingerprint equal, the augmentations all distinct."""
+    """The check's training run with the learner's four functions in two fresh interpreters whose PYTHONHASHSEED
+    salts str hashes differently: every stage's fingerprint equal. Before it, the vocabulary's words and indices,
+    and the loader's settings, epoch, and independence from torch's global stream."""
     texts = _texts(seed)
     processes.warm_workers()
+    _check_vocab(build_vocab, _TEXTS)
     _check_vocab(build_vocab, texts)
     with _GlobalState():
-        vocab = call(build_vocab, list(texts), name="build_vocab")
-        _check_loader(make_loader, texts, vocab, seed)
-    hashseed = processes.other_hashseed()
-    other = processes.interpreter(hashseed=hashseed)
+        _check_loader(make_loader, seed)
     args = (seed_everything, build_vocab, make_loader, seed, texts)
-    where = f"(the pipeline run, seed {seed})"
     try:
-        with _GlobalState():
-            a, b = processes.here_and_in(other, pipeline_run, *args, timeout=TIMEOUT,
-                                         here=lambda *a: call(pipeline_run, *a, name="your functions", where=where))
+        a, b = processes.run_each([(processes.interpreter(hashseed=h), pipeline_run, args) for h in HASHSEEDS],
+                                  timeout=TIMEOUT)
     except processes.ProcessTimeout as exc:
         raise CheckFailed(f"the run in a fresh interpreter did not finish: {exc} (limit {TIMEOUT:.0f} s once the "
                           "interpreter is up). Something in your functions hangs: a DataLoader worker waiting, "
                           "an endless loop") from None
     except processes.ProcessError as exc:
         hint = ("\nHint: create it inside the function, or pass what it needs" if "cannot be sent" in exc.text else "")
-        raise CheckFailed(f"in a fresh interpreter (PYTHONHASHSEED={hashseed}), your functions raised {exc}{hint}") from None
-    procs = f"this process and a fresh one with PYTHONHASHSEED={hashseed}"
+        raise CheckFailed(f"in a fresh interpreter, your functions raised {exc}{hint}") from None
+    procs = f"two fresh interpreters, PYTHONHASHSEED={HASHSEEDS[0]} and {HASHSEEDS[1]}"
     for stage in ("vocabulary", "initial weights", "batches", "final weights"):
         show = (lambda v: str(v[:4])[:-1] + ", ...]") if stage == "vocabulary" else (lambda v: v)
         expect(a[stage] == b[stage], f"the {stage} in two processes ({procs}, seed {seed})",
                "the same in both", f"{show(a[stage])} and {show(b[stage])}", _STAGE_HINTS[stage])
-    noise = a["noise"]
-    expect(len(set(noise)) == len(noise), "distinct augmentations in the run (2 epochs)", len(noise),
-           len(set(noise)), "worker_init_fn must reseed each worker's dataset.rng from get_worker_info().seed")
-    return (f"every stage identical in {procs}: final weights {a['final weights']}; "
-            f"{len(noise)} distinct augmentations")
+    return f"every stage identical in {procs}: final weights {a['final weights']}"
