@@ -202,7 +202,8 @@ total_loss = total_loss.item()
 # model's device (keep every tensor there) and its size is a multiple of `micro_batches` (`tensor.chunk(micro_batches)` splits
 # it). Compute each micro-batch's loss with the `loss_fn` you are given, on the targets as they come (a loss may take class
 # probabilities rather than class indices), in the batch's dtype. Return the full batch's mean loss as a Python float
-# (the sum of the scaled micro-batch losses, each with `.item()`).
+# (the sum of the scaled micro-batch losses, each with `.item()`): a number to log, checked to float32's precision,
+# while the gradients must match the full batch's to the batch's own precision.
 
 # %% nbgrader={"grade": false, "grade_id": "accumulate_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):

@@ -518,3 +518,11 @@ BLIND5_ZERO_EXISTING_GRADS_IN_PLACE = '''def accumulate_step(model, batch, loss_
     return total'''
 
 VARIANTS["blind5_zero_existing_grads_in_place"] = {"cells": {"accumulate_step": BLIND5_ZERO_EXISTING_GRADS_IN_PLACE}, "lost": {"check_one_step": "a parameter's .grad is None until a backward() writes it"}}
+
+BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
+    # the text's mechanism is 'backward() frees a piece's activations before the next forward': with retain_graph=Tr
+    'retain_graph_every_piece': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward(retain_graph=True)\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_peak_memory': 'the peak memory of one step with 4 micro-batches (batch 256)'}},
+}
+for _name, _spec in BLIND6.items():
+    VARIANTS[f"blind6_{_name}"] = _spec
