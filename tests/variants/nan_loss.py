@@ -605,3 +605,11 @@ def safe_step(model, batch, loss_fn, optimizer):
     return loss.item()'''
 
 VARIANTS["blind5_step_inside_grad_loop"] = {"cells": {"safe_step": BLIND5_STEP_INSIDE_GRAD_LOOP}, "lost": {"check_safe_step": "Test every parameter's gradient first, then call optimizer.step() once"}}
+
+BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
+    # 'going through the loader again as often as needed: each pass a new for batch in loader': it iterates its own 
+    'rebuilds_unseeded_dataloader': {'cells': {'train': 'import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    step = 0\n    while step < steps:\n        for batch in DataLoader(loader.dataset, batch_size=loader.batch_size, shuffle=True):   # reshuffle each pass\n            if step == steps:\n                break\n            loss = safe_step(model, batch, loss_fn, optimizer)\n            if loss is None:\n                raise FloatingPointError(f"non-finite loss or gradient at step {step}")\n            history["step"].append(step)\n            history["loss"].append(loss)\n            history["grad_norm"].append(tc.grad_norm(model))\n            step += 1\n    return history\n'},
+        'lost': {'check_train': 'the loader given to train at lr=0.05 (20 steps over a loader of 4 batches of 16, float32)'}},
+}
+for _name, _spec in BLIND6.items():
+    VARIANTS[f"blind6_{_name}"] = _spec

@@ -785,6 +785,18 @@ def check_train(train, seed=0, steps=None, batch_size=None):
             f"FloatingPointError naming step {after} when the loss turns NaN there, and at lr=100, weights finite")
 
 
+def _counted(loader):
+    """`loader`, counting in `.passes` the times it is iterated (a new pass each time)."""
+    class Counted(type(loader)):
+        def __iter__(self):
+            self.__dict__["passes"] = self.__dict__.get("passes", 0) + 1
+            return super().__iter__()
+
+    loader.__class__ = Counted
+    loader.__dict__["passes"] = 0
+    return loader
+
+
 def _run(train, model, loader, lr, steps, what):
     return call(_outcome, train, model, loader, lr, steps, name="train", where=what)
 
@@ -793,7 +805,7 @@ def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, 
     lr = 0.05
     model = _model(seed, features, hidden, dtype)
     start = copy.deepcopy(model)
-    loader = data.loader(ds, batch_size=batch_size, seed=seed)
+    loader = _counted(data.loader(ds, batch_size=batch_size, seed=seed))
     seen = _Batches(model, ds)
     try:
         with _Watch(model) as watch:
@@ -802,6 +814,10 @@ def _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, 
         seen.remove()
     where = f"train at lr={lr} ({setting})"
     _expect_ends(kind, result, where, steps)
+    expect(loader.passes, f"the loader given to {where}", "iterated (for batch in loader), pass after pass",
+           "never iterated: train made its batches another way",
+           "iterate the loader you are given: its seeded generator decides the order of the batches (a DataLoader "
+           "built inside train shuffles with torch's global stream, and ignores the caller's settings)")
     expect(kind == "returned", where, "a history (at this rate every loss and gradient stays finite)",
            kind == "raised" and _raised(result))
     keys = ("step", "loss", "grad_norm")
