@@ -353,7 +353,9 @@ if device.type == "cpu":
 # ## 3 · Fix it
 #
 # **3a.** `make_scaler(device)`: return a `torch.amp.GradScaler` for `device` (a `torch.device` or a name such as
-# `"cpu"`) that is **enabled** on that device, also on a machine without CUDA. Keep the default initial scale.
+# `"cpu"`) that is **enabled** on that device, also on a machine without CUDA: built for that device's type (a CUDA
+# device gets a scaler for `"cuda"`, the CPU one for `"cpu"`), whichever device is passed. Keep the default initial
+# scale (65536).
 
 # %% nbgrader={"grade": false, "grade_id": "make_scaler", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_scaler(device):
@@ -375,6 +377,10 @@ def make_scaler(device):
 # - step through the scaler (`scaler.step(optimizer)`, which skips the step when a gradient overflowed), then
 #   `scaler.update()`;
 # - return the loss (unscaled) as a Python float.
+#
+# `scaler` may be disabled (`torch.amp.GradScaler(device.type, enabled=False)`: bfloat16 needs no loss scaling). Its
+# `scale(loss)` then returns the loss as it is, `unscale_` and `update` do nothing and `step` calls `optimizer.step()`;
+# `amp_step` still computes under autocast in `dtype`, as above.
 
 # %% nbgrader={"grade": false, "grade_id": "amp_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):
@@ -422,7 +428,7 @@ checks.check_make_scaler(make_scaler, seed=2)
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "check_amp_trains", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""amp_step computes under autocast, keeps float32 weights, returns the loss, and trains (finite updates)"""
+"""amp_step computes under autocast (also with a disabled scaler), keeps float32 weights, returns the loss, and trains"""
 from trainclinic.checks import mixed_precision as checks
 checks.check_amp_trains(amp_step)
 ### BEGIN HIDDEN TESTS

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from .. import data, models
-from . import call, check, expect, flat, python_float
+from . import CheckFailed, call, check, expect, flat, python_float
 from ..precision import zero_fraction
 
 __all__ = ["check_make_scaler", "check_amp_trains", "check_overflow_skipped", "check_grads_match_fp32",
@@ -71,9 +71,58 @@ def _no_cuda():
         yield
 
 
+@contextlib.contextmanager
+def _cuda_present():
+    """torch.cuda.is_available() is True inside: a GPU machine, as GradScaler's constructor sees one (it asks nothing
+    else of CUDA), so that a scaler for 'cuda' can be built, and told apart, on a machine without a GPU."""
+    with mock.patch.object(torch.cuda, "is_available", lambda: True):
+        yield
+
+
+_DEFAULT_SCALE = 2.0 ** 16
+
+
+def _kind(scaler):
+    """The device type a GradScaler was built for ('?' when it does not say)."""
+    kind = getattr(scaler, "_device", None)
+    try:
+        return torch.device(kind).type
+    except (TypeError, RuntimeError, ValueError):
+        return "?" if kind is None else str(kind)
+
+
+def _expect_scaler(scaler, arg, device, where):
+    """A fresh GradScaler from make_scaler(arg): a GradScaler, enabled, for device.type, at the default initial scale."""
+    expect(isinstance(scaler, torch.amp.GradScaler), f"make_scaler({arg!r})'s return value",
+           "a torch.amp.GradScaler", type(scaler).__name__)
+    kind = _kind(scaler)
+    cpu = device.type == "cpu"
+    expect(scaler.is_enabled(), f"make_scaler({arg!r}).is_enabled() {where}".strip(), True,
+           f"False: the scaler was built for device {kind!r} and disabled itself, so scaler.scale(loss) returns "
+           "the loss unscaled and float16 gradients underflow to zero" if kind == "cuda" and cpu else
+           f"False (a scaler built for device {kind!r})",
+           f"torch.amp.GradScaler() defaults to 'cuda' (so does torch.cuda.amp.GradScaler()), and a scaler for "
+           "'cuda' only warns and disables itself without CUDA: "
+           f"pass the device's type, torch.amp.GradScaler({device.type!r}) "
+           "(torch.amp.GradScaler(device.type) for a torch.device)" if kind != device.type else
+           "leave the scaler enabled (no enabled=False)")
+    expect(kind == device.type, f"the device type of make_scaler({arg!r})'s GradScaler, {where}".strip(" ,"),
+           f"{device.type!r}, the type of the device passed", repr(kind),
+           "build the scaler for the device it is given, not a fixed one: "
+           "torch.amp.GradScaler(torch.device(device).type) (a torch.device, or a name such as 'cpu' or 'cuda:0')")
+    initial = scaler.get_scale()
+    expect(initial == _DEFAULT_SCALE, f"make_scaler({arg!r}).get_scale(), the initial loss scale",
+           f"{_DEFAULT_SCALE:g} (GradScaler's default init_scale)", f"{initial:g}",
+           "keep GradScaler's default init_scale (65536): " + (
+               "a scale of 1 or less does not lift small gradients" if initial <= 1 else
+               "a smaller one lifts small gradients less (and the scaler only grows it after 2000 good steps)"
+               if initial < _DEFAULT_SCALE else "a larger one overflows at first, and the first steps are skipped"))
+
+
 @check("make_scaler")
 def check_make_scaler(make_scaler, seed=0):
-    """make_scaler(device) returns a torch.amp.GradScaler that is enabled and scales on `device`, also without CUDA."""
+    """make_scaler(device) returns a torch.amp.GradScaler that is enabled, built for `device`'s type and at the default
+    initial scale, on the CPU without CUDA and on a CUDA GPU (real, or simulated: torch.cuda.is_available() made True)."""
     rng = random.Random(seed)
     value = 0.5 if seed == 0 else rng.uniform(0.01, 10)
     seen = []
@@ -84,16 +133,7 @@ def check_make_scaler(make_scaler, seed=0):
             " (simulated here: torch.cuda.is_available() made False during the call)" if torch.cuda.is_available() else "")
         with _no_cuda() if cpu else contextlib.nullcontext():
             scaler = call(make_scaler, arg, name="make_scaler", hints=_HINTS, where=f"({arg!r})")
-            expect(isinstance(scaler, torch.amp.GradScaler), f"make_scaler({arg!r})'s return value",
-                   "a torch.amp.GradScaler", type(scaler).__name__)
-            kind = getattr(scaler, "_device", "?")
-            expect(scaler.is_enabled(), f"make_scaler({arg!r}).is_enabled() {where if cpu else ''}".strip(), True,
-                   f"False: the scaler was built for device {kind!r} and disabled itself, so scaler.scale(loss) returns "
-                   "the loss unscaled and float16 gradients underflow to zero",
-                   f"torch.amp.GradScaler() defaults to 'cuda' (so does torch.cuda.amp.GradScaler()), and a scaler for "
-                   "'cuda' only warns and disables itself without CUDA: "
-                   f"pass the device's type, torch.amp.GradScaler({torch.device(device).type!r}) "
-                   "(torch.amp.GradScaler(device.type) for a torch.device)" if kind != device.type else "")
+            _expect_scaler(scaler, arg, device, where if cpu else "on a machine with CUDA")
             loss = torch.tensor(value, device=device)
             scaled = scaler.scale(loss)
             factor = scaler.get_scale()
@@ -104,7 +144,21 @@ def check_make_scaler(make_scaler, seed=0):
                "a scale of 1 or less does not lift small gradients: keep GradScaler's default init_scale (65536)"
                if factor <= 1 else "")
         seen.append(f"{device.type} ({'no CUDA' if cpu else 'CUDA'}): scale {factor:g}")
-    return "an enabled torch.amp.GradScaler for " + ", ".join(seen)
+    if not torch.cuda.is_available():
+        # No GPU here: a CUDA device is passed all the same, with torch.cuda.is_available() made True while make_scaler
+        # runs. Only the scaler is built then (nothing runs on CUDA): a scaler for a fixed device shows here.
+        device = torch.device("cuda:0")
+        arg = device if seed % 2 == 0 else str(device)
+        where = "on a machine with CUDA (simulated here: torch.cuda.is_available() made True during the call)"
+        try:
+            with _cuda_present():
+                scaler = call(make_scaler, arg, name="make_scaler", hints=_HINTS, where=f"({arg!r})")
+        except CheckFailed as exc:  # code that touches CUDA itself cannot run in the simulation: not a verdict
+            seen.append(f"cuda:0 (simulated) skipped, make_scaler could not run without a GPU: {str(exc)[:80]}")
+        else:
+            _expect_scaler(scaler, arg, device, where)
+            seen.append("cuda:0 (simulated): a scaler for 'cuda'")
+    return "an enabled torch.amp.GradScaler for the device passed, at the default scale: " + ", ".join(seen)
 
 
 # ---- amp_step: the watch --------------------------------------------------------------------------------------
@@ -117,6 +171,7 @@ class _Watch:
         self.model, self.optimizer = model, optimizer
         self.params = list(model.parameters())
         self.steps, self.dtypes, self._handles = [], [], []
+        self.loss_dtypes = []  # the dtype of each loss loss_fn returned (see _run)
 
     def __enter__(self):
         from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -184,19 +239,40 @@ def _cross_entropy(output, target):
 
 def _run(amp_step, model, batch, loss_fn, opt, scaler, what, max_norm=None, dtype=torch.float16):
     with _Watch(model, opt) as watch:
+        def watched_loss(*args, **kw):  # the same loss, its dtype recorded (float32 under autocast for cross_entropy)
+            out = loss_fn(*args, **kw)
+            watch.loss_dtypes.append(out.dtype if torch.is_tensor(out) else None)
+            return out
+
         kwargs = {"max_norm": max_norm} if max_norm is not None else {}
-        got = call(amp_step, model, batch, loss_fn, opt, scaler, dtype=dtype, name="amp_step", hints=_HINTS,
+        got = call(amp_step, model, batch, watched_loss, opt, scaler, dtype=dtype, name="amp_step", hints=_HINTS,
                    where=f"on {what}", **kwargs)
     return got, watch
 
 
-def _expect_autocast(watch, device, dtype, what):
+def _steps_hint(watch, before, after):
+    """Why amp_step on a normal batch did not take exactly one optimizer step: `before`, `after` the scaler's scale."""
+    if watch.steps or after >= before:
+        return "call scaler.step(optimizer) once per amp_step"
+    hint = (f"scaler.step skipped the step: the scaled gradients held inf or NaN on this normal batch (the scale fell "
+            f"{before:g} -> {after:g})")
+    low = [d for d in watch.loss_dtypes if d in (torch.float16, torch.bfloat16)]
+    if low:
+        hint += (f". The loss was {_name(low[0])}: loss_fn ran outside autocast, on the 16-bit output, so the scaled "
+                 f"backward pass starts in {_name(low[0])}" + (f", where the scale {before:g} is inf (float16 stops "
+                                                                 "at 65504)" if before > 65504 else "") +
+                 ". Compute the loss inside the same `with torch.autocast(...)` block as the output (autocast "
+                 "computes cross_entropy in float32)")
+    return hint
+
+
+def _expect_autocast(watch, device, dtype, what, float32_hint=None):
     seen = watch.dtypes[-1] if watch.dtypes else None
     expect(seen == dtype, f"the dtype of the model's first Linear output in amp_step ({what}, on {device.type})",
            f"{_name(dtype)} (autocast({device.type!r}, dtype={_name(dtype)}))",
            "no forward pass" if seen is None else _name(seen),
-           f"autocast for another device type does nothing here: use torch.autocast(inputs.device.type, dtype=dtype), "
-           "the device of the batch, and the dtype amp_step is given" if seen == torch.float32 else
+           (float32_hint or f"autocast for another device type does nothing here: use torch.autocast(inputs.device.type, "
+            "dtype=dtype), the device of the batch, and the dtype amp_step is given") if seen == torch.float32 else
            "use the dtype amp_step is given" if seen is not None else "run the model on the batch inside autocast")
 
 
@@ -204,7 +280,8 @@ def _expect_autocast(watch, device, dtype, what):
 
 @check("amp_trains")
 def check_amp_trains(amp_step, seed=0, steps=20):
-    """20 amp_steps compute under autocast, keep float32 weights, return the loss as a float, and the loss falls."""
+    """20 amp_steps compute under autocast, keep float32 weights, return the loss as a float, and the loss falls; with a
+    disabled scaler (GradScaler(enabled=False)) amp_step still computes under autocast, and steps."""
     seen = []
     for device in _devices():
         model, batch, kind, dtype = _setup(seed, device)
@@ -240,8 +317,22 @@ def check_amp_trains(amp_step, seed=0, steps=20):
         first, last = losses[0], sum(losses[-3:]) / 3
         expect(last < 0.7 * first, f"the loss over {steps} amp_steps ({kind}, {_name(dtype)}, on {device.type})",
                f"to fall below 70% of its start {first:.4g}", f"{last:.4g} at the end")
+        # A disabled scaler (GradScaler(enabled=False), as bfloat16 allows): amp_step still computes under autocast.
+        model, batch, kind, _ = _setup(seed, device)
+        opt = _optimizer(kind, model.parameters(), lr=0.2)
+        what = "a disabled scaler, GradScaler(enabled=False), bfloat16"
+        _, watch = _run(amp_step, model, batch, _cross_entropy, opt, _scaler(device, enabled=False), what,
+                        dtype=torch.bfloat16)
+        _expect_autocast(watch, device, torch.bfloat16, what,
+                         "autocast ran in dtype with an enabled scaler, but not with this disabled one: compute under "
+                         "torch.autocast(inputs.device.type, dtype=dtype) whatever the scaler (no "
+                         "enabled=scaler.is_enabled()); a disabled scaler only turns the loss scaling off")
+        expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one (scaler.step(optimizer) "
+               "calls optimizer.step() when the scaler is disabled)", len(watch.steps),
+               "call scaler.step(optimizer) once per amp_step")
         seen.append(f"{device.type}: {first:.3g} -> {last:.3g} in {_name(dtype)}, {stepped} steps")
-    return f"autocast on the batch's device, float32 weights, loss returned as a float and falling ({'; '.join(seen)})"
+    return (f"autocast on the batch's device (also with a disabled scaler), float32 weights, loss returned as a float "
+            f"and falling ({'; '.join(seen)})")
 
 
 @check("overflow_skipped")
@@ -319,7 +410,7 @@ def check_grads_match_fp32(amp_step, seed=0):
             scale = scaler.get_scale()
             got, watch = _run(amp_step, m, batch, loss_fn, opt, scaler, f"{what}, {_name(half)}", dtype=half)
             expect(len(watch.steps) == 1, f"optimizer steps in amp_step on {what}", "exactly one", len(watch.steps),
-                   "call scaler.step(optimizer) once per amp_step")
+                   _steps_hint(watch, scale, scaler.get_scale()))
             grads = watch.steps[0]
             err = _rel(grads, want, list(m.parameters()))
             zeros, zeros32 = zero_fraction(grads), zero_fraction(want)
@@ -356,10 +447,11 @@ def check_clip_unscaled(amp_step, seed=0):
             m = copy.deepcopy(model)
             opt = _optimizer(kind, m.parameters(), lr=0.01)
             what = f"max_norm={max_norm:g} (the float32 gradient norm is {norm:.4g})"
-            _, watch = _run(amp_step, m, batch, _cross_entropy, opt, _scaler(device), what, max_norm=max_norm,
-                            dtype=dtype)
+            scaler = _scaler(device)
+            scale = scaler.get_scale()
+            _, watch = _run(amp_step, m, batch, _cross_entropy, opt, scaler, what, max_norm=max_norm, dtype=dtype)
             expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one", len(watch.steps),
-                   "call scaler.step(optimizer) once per amp_step")
+                   _steps_hint(watch, scale, scaler.get_scale()))
             grads = watch.steps[0]
             got = flat(grads, list(m.parameters())).norm().item()
             clipped = min(1.0, max_norm / norm)
