@@ -105,7 +105,7 @@ def _case(files, lesson, scores, status="graded", reasons=(), absent=(), outputs
             "absent": list(absent), "outputs_not": list(outputs_not)}
 
 
-WRONG_CASES = 4
+WRONG_CASES = 2
 
 
 def cases(lesson):
