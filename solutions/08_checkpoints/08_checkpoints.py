@@ -318,7 +318,8 @@ print(plot.summary(), "| uninterrupted: last loss", round(uninterrupted[0][-1], 
 # `torch.save`, everything needed to continue training after `epoch` (the epoch just finished, counting from 0)
 # exactly as if it had never stopped: the model's, optimizer's and scheduler's states, `epoch`, `best_loss` (the best
 # validation loss so far; it may arrive as a NumPy float), torch's global random state (dropout draws from it),
-# NumPy's global random state (the augmentation draws from it) and the loader's generator state. The file must load
+# NumPy's global random state (the augmentation draws from it: all five fields of `np.random.get_state()`, the cached
+# Gaussian included) and the loader's generator state. The file must load
 # with `torch.load(path, weights_only=True)`: plain Python numbers, strings, lists, dicts and tensors only.
 #
 # **3b.** `resume(path, model, optimizer, scheduler, loader)`: load that file **into** the fresh objects you are
@@ -364,8 +365,10 @@ def resume(path, model, optimizer, scheduler, loader):
 # **3c.** `load_weights(model, path)`: `path` holds a model's state dict (`torch.save(model.state_dict(), path)`)
 # from anywhere: saved on a GPU (its storages tagged `cuda:0`, `cuda:1`...) while this machine may have none, and
 # saved from a wrapper, so that every key may start with `module.` (DataParallel, DDP), `_orig_mod.`
-# (`torch.compile`), or both (`module._orig_mod.`). Load it into `model`, on the model's device, with
-# `strict=True` (the default): a file that does not fit the model must raise, never load nothing in silence.
+# (`torch.compile`), or both (`module._orig_mod.`). Strip a prefix only at the start of the keys: the model may have
+# a layer of its own named `module` (keys like `2.module.weight`), and that `module.` stays. Load it into `model`, on
+# the model's device, with `strict=True` (the default): a file that does not fit the model must raise, never load
+# nothing in silence.
 # Its return value is not used.
 
 # %% nbgrader={"grade": false, "grade_id": "load_weights", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -389,10 +392,10 @@ def load_weights(model, path):
 # **3d.** `fit(model, optimizer, scheduler, loader, evaluate, epochs, folder)`: a training loop that survives being
 # stopped. `evaluate()` (no arguments) returns the validation loss of the model as it is.
 # - If `folder/"last.pt"` exists, `resume` from it; otherwise start at epoch 0 with `best_loss = float("inf")`.
-# - For each epoch from there up to `epochs` (not included): `train_epoch(model, optimizer, loader)` (defined in
-#   section 2), `scheduler.step()`, `loss = evaluate()`; when `loss` is lower than the best so far, it becomes the
-#   best and the checkpoint goes to `folder/"best.pt"`; at the end of every epoch it goes to `folder/"last.pt"`
-#   (both with your `save_checkpoint`).
+# - For each epoch from there up to `epochs` (not included), in this order: `train_epoch(model, optimizer, loader)`
+#   (defined in section 2), then `scheduler.step()`, then `loss = evaluate()`; when `loss` is lower than the best so
+#   far, it becomes the best, and then the checkpoint goes to `folder/"best.pt"` (so that its `best_loss` is that
+#   loss); at the end of every epoch it goes to `folder/"last.pt"` (both with your `save_checkpoint`).
 # - Return the best validation loss.
 #
 # Stopped after any epoch and called again with fresh objects, `fit` continues where it stopped: `best.pt` always

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 
 import numpy as np
 import torch
@@ -86,7 +87,8 @@ class _Run:
 
 
 def reference_train_epoch(model, optimizer, loader, noise=0.3):
-    """One epoch as the lesson trains: NumPy noise on the inputs, dropout; returns the mean loss (a float)."""
+    """One epoch as the lesson's train_epoch trains: NumPy noise on the inputs, dropout; returns the losses of its
+    steps (a list of floats, as section 2's train_epoch)."""
     model.train()
     losses = []
     for x, y in loader:
@@ -96,6 +98,10 @@ def reference_train_epoch(model, optimizer, loader, noise=0.3):
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+    return losses
+
+
+def _mean(losses):
     return sum(losses) / len(losses)
 
 
@@ -103,6 +109,14 @@ def _seed_globals(seed):
     torch.manual_seed(seed)
     np.random.seed(seed)
     random.seed(seed)
+
+
+def _start_script(case):
+    """What the training script draws from NumPy before its first epoch: one Gaussian when the epochs draw an even
+    number of them, so that at every save NumPy holds a cached Gaussian (NumPy draws them in pairs): the state's
+    has_gauss and cached value (np.random.get_state()[3:]) then matter to the next draws, as in any real run."""
+    if case["n"] * case["features"] % 2 == 0:
+        np.random.standard_normal()
 
 
 @contextlib.contextmanager
@@ -166,10 +180,21 @@ def _differences(run, saved):
                                    f"{saved['scheduler'].get('last_epoch')})"))
     for part in ("torch RNG", "NumPy RNG", "data order"):
         if not _same(now[part], saved[part]):
-            found.append((part, {"torch RNG": "torch's global random state (torch.get_rng_state())",
-                                 "NumPy RNG": "NumPy's global random state (np.random.get_state())",
+            partial = part == "NumPy RNG" and _numpy_difference(now[part], saved[part])
+            found.append((f"all five fields of {part}" if partial else part, {"torch RNG": "torch's global random state (torch.get_rng_state())",
+                                 "NumPy RNG": "NumPy's global random state (np.random.get_state()" +
+                                              _numpy_difference(now[part], saved[part]) + ")",
                                  "data order": "the loader's generator state (loader.generator.get_state())"}[part]))
     return found
+
+
+def _numpy_difference(now, saved):
+    """Which fields of NumPy's legacy state (name, key, pos, has_gauss, cached) differ, when the key is right."""
+    names = ("name", "key", "pos", "has_gauss", "cached")
+    if len(now) != 5 or len(saved) != 5 or not np.array_equal(now[1], saved[1]) or now[2] != saved[2]:
+        return ""
+    return ": " + ", ".join(f"{names[i]} is {now[i]!r}, it was {saved[i]!r}" for i in (3, 4) if now[i] != saved[i]) + \
+        "; NumPy caches the second Gaussian of each pair, and the next normal() draw returns it: save all five fields"
 
 
 # ---- a forked process ------------------------------------------------------------------------------------------
@@ -272,7 +297,7 @@ def check_weights_only(save_checkpoint, seed=0):
     with _own_rngs(), _folder() as folder:
         _seed_globals(seed)
         run = _Run(case, seed, seed, seed + 100)
-        best = reference_train_epoch(*run.objects[:2], run.loader)
+        best = _mean(reference_train_epoch(*run.objects[:2], run.loader))
         run.scheduler.step()
         path = os.path.join(folder, "checkpoint.pt")
         call(save_checkpoint, path, *run.objects, 0, case["best"](best), name="save_checkpoint", hints=_HINTS)
@@ -305,10 +330,11 @@ def check_resume(save_checkpoint, resume, seed=0):
     with _own_rngs(), _folder() as folder:
         path = os.path.join(folder, "checkpoint.pt")
         _seed_globals(seed)  # the uninterrupted run, here
+        _start_script(case)
         run = _Run(case, seed, seed, seed + 100)
         losses, best = [], math.inf
         for epoch in range(epochs):
-            losses.append(reference_train_epoch(*run.objects[:2], run.loader))
+            losses.append(_mean(reference_train_epoch(*run.objects[:2], run.loader)))
             run.scheduler.step()
             if epoch == stop:
                 saved, best = _state(run), min(losses)
@@ -317,17 +343,18 @@ def check_resume(save_checkpoint, resume, seed=0):
 
         def first_part():  # train to the stop, saving after every epoch, as a training script does
             _seed_globals(seed)
+            _start_script(case)
             mine = _Run(case, seed, seed, seed + 100)
             seen = []
             for epoch in range(stop + 1):
-                seen.append(reference_train_epoch(*mine.objects[:2], mine.loader))
+                seen.append(_mean(reference_train_epoch(*mine.objects[:2], mine.loader)))
                 mine.scheduler.step()
                 call(save_checkpoint, path, *mine.objects, epoch, case["best"](min(seen)), name="save_checkpoint",
                      hints=_HINTS)
             return os.path.isfile(path)
 
         written = in_child(first_part, "the process that trains and calls save_checkpoint")
-        expect(written, "the file save_checkpoint(path, ...) writes", f"a file at path", "none")
+        expect(written, "the file save_checkpoint(path, ...) writes", "a file at path", "none")
 
         def second_part():  # a new process: other initial weights, another shuffling seed, reseeded generators
             _seed_globals(seed + 7919)
@@ -408,6 +435,32 @@ def check_gpu_checkpoint(load_weights, seed=0):
     return f"a checkpoint saved on a GPU loads: {', '.join(where)}"
 
 
+class _Residual(nn.Module):
+    """x + module(x): a layer that keeps the layer it wraps as its attribute `module`, as many models do (its keys
+    are like '2.module.weight': that 'module.' is the model's own and stays, only a wrapper's prefix goes)."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x):
+        return x + self.module(x)
+
+
+def _residual_mlp(seed, case):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(case["features"], case["hidden"]), nn.ReLU(),
+                             _Residual(nn.Linear(case["hidden"], case["hidden"])), nn.Linear(case["hidden"], case["classes"]))
+
+
+_PREFIX_HINTS = {
+    "Missing key(s) in state_dict": "compare the two key lists in the message: strip the prefix the wrapper added "
+    "(module., _orig_mod., or both) at the START of each key, and only there: this model has a layer of its own "
+    "named `module` (keys like '2.module.weight'), and that 'module.' must stay (str.replace removes it too).",
+}
+
+
 def _prefixed(state, prefix):
     return type(state)((prefix + k, v) for k, v in state.items())
 
@@ -416,25 +469,32 @@ def _prefixed(state, prefix):
 def check_prefixes(load_weights, seed=0):
     """load_weights strips module. and _orig_mod., loads strictly, and refuses a file for another model."""
     case = _case(seed)
-    prefixes = {0: ["module.", "_orig_mod."], 1: ["module._orig_mod.", ""], 2: ["_orig_mod.module.", "module."]}.get(seed % 3)
+    # the prefixes the exercise names: module., _orig_mod., and both as module._orig_mod.
+    prefixes = {0: ["module.", "_orig_mod."], 1: ["module._orig_mod.", ""], 2: ["module._orig_mod.", "module."]}.get(seed % 3)
     with _folder() as folder:
         for prefix in prefixes:
-            source_model = _mlp(seed + 1, case)
+            source_model = _residual_mlp(seed + 1, case)
             source = source_model.state_dict()
             saved = nn.DataParallel(source_model).state_dict() if prefix == "module." else _prefixed(source, prefix)
             path = os.path.join(folder, "weights.pt")
             torch.save(saved, path)
-            model = _mlp(seed, case)
+            model = _residual_mlp(seed, case)
+            own = {k: v.clone() for k, v in model.state_dict().items()}
             shown = prefix or "no prefix"
-            call(load_weights, model, path, name="load_weights", hints=_HINTS, where=f"(keys with {shown})")
-            expect(_loaded(model, source), f"the model's weights after load_weights on keys like {next(iter(saved))!r}",
-                   "the file's weights", "the model's own (nothing was loaded)" if _loaded(model, _mlp(seed, case).state_dict())
-                   else "others", "strict=False loads nothing when no key matches: strip the prefix, keep strict=True"
-                   if _loaded(model, _mlp(seed, case).state_dict()) else "")
-        other = _prefixed(_mlp(seed + 1, case).state_dict(), "model.")  # a wrapper the exercise does not name
+            call(load_weights, model, path, name="load_weights", hints={**_HINTS, **_PREFIX_HINTS}, where=f"(keys with {shown})")
+            if not _loaded(model, source):
+                kept = [k for k, v in model.state_dict().items() if not torch.equal(v.detach().cpu(), source[k])]
+                nothing = len(kept) == len(source)
+                expect(False, f"the model's weights after load_weights on keys like {next(iter(saved))!r}",
+                       "the file's weights", "the model's own (nothing was loaded)" if nothing and _loaded(model, own)
+                       else f"others in {', '.join(kept[:4])}{'...' if len(kept) > 4 else ''}",
+                       "strict=False loads nothing when no key matches: strip the prefix, keep strict=True"
+                       if nothing else "every key of the file must load: strip only the wrapper's prefix at the start "
+                       "of each key (this model's own keys include '2.module.weight'), and keep strict=True")
+        other = _prefixed(_residual_mlp(seed + 1, case).state_dict(), "model.")  # a wrapper the exercise does not name
         path = os.path.join(folder, "other.pt")
         torch.save(other, path)
-        model = _mlp(seed, case)
+        model = _residual_mlp(seed, case)
         before = {k: v.clone() for k, v in model.state_dict().items()}
         try:
             with contextlib.redirect_stdout(io.StringIO()):
@@ -449,7 +509,8 @@ def check_prefixes(load_weights, seed=0):
                 f"the model {'kept its own weights: nothing was loaded, in silence' if unchanged else 'changed'}.\n"
                 "Hint: strict=False (or skipping the keys that do not match) turns this mismatch into silence: keep "
                 "strict=True.")
-    return f"keys with {', '.join(p or 'no prefix' for p in prefixes)} load strictly; a file for another model raises"
+    return (f"keys with {', '.join(p or 'no prefix' for p in prefixes)} load strictly (a layer's own 'module.' kept); "
+            "a file for another model raises")
 
 
 class _Scripted:
@@ -470,7 +531,7 @@ class _Scripted:
 @contextlib.contextmanager
 def _references(fn, trained):
     """While the learner's fit runs, save_checkpoint, resume and train_epoch in its globals are the references
-    (train_epoch counting its calls in `trained`)."""
+    (train_epoch counting its calls in trained[0], and recording the learning rate of each in trained[1])."""
     g = getattr(fn, "__globals__", None)
     if not isinstance(g, dict):
         yield
@@ -478,6 +539,7 @@ def _references(fn, trained):
 
     def train_epoch(model, optimizer, loader, *args, **kwargs):
         trained[0] += 1
+        trained[1].append(float(optimizer.param_groups[0]["lr"]))
         return reference_train_epoch(model, optimizer, loader)
 
     swap = {"save_checkpoint": reference_save_checkpoint, "resume": reference_resume, "train_epoch": train_epoch}
@@ -510,6 +572,31 @@ def _find_state(obj, keys, depth=0):
     return None
 
 
+def _rates(case, epochs):
+    """The learning rate each epoch trains with: the schedule's rate before its scheduler.step()."""
+    run = _Run(case, 0, 0, 0)
+    rates = []
+    with warnings.catch_warnings():  # scheduler.step() with no optimizer.step() before it
+        warnings.simplefilter("ignore")
+        for _ in range(epochs):
+            rates.append(float(run.optimizer.param_groups[0]["lr"]))
+            run.scheduler.step()
+    return rates
+
+
+def _check_rates(observed, expected, first, case):
+    """The rates train_epoch saw for epochs first, first+1...: the schedule's, stepped after each epoch."""
+    if not observed:  # fit trains without calling train_epoch: nothing to observe
+        return
+    for i, (got, want) in enumerate(zip(observed, expected[first:])):
+        if not math.isclose(got, want, rel_tol=1e-9):
+            shifted = first + i + 1 < len(expected) and math.isclose(got, expected[first + i + 1], rel_tol=1e-9)
+            expect(False, f"the learning rate train_epoch trains epoch {first + i} with ({case['scheduler']} schedule, "
+                   f"rates per epoch {[round(r, 6) for r in expected]})", f"{want:.6g}", f"{got:.6g}",
+                   "train_epoch first, then scheduler.step(): stepping before training trains every epoch at the next "
+                   "epoch's rate" if shifted else "call scheduler.step() once per epoch, after train_epoch")
+
+
 def _read(path):
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -527,8 +614,9 @@ def check_fit(fit, seed=0):
     later = rng.random() < 0.5 or seed == 0  # the best epoch after the restart, or before it
     best_epoch = rng.randrange(stop + 1, epochs) if later else rng.randrange(0, stop + 1)
     values[best_epoch] = 0.25
+    rates = _rates(case, epochs)
     with _own_rngs(), _folder() as folder:
-        trained = [0]
+        trained = [0, []]
         _seed_globals(seed)
         first = _Run(case, seed, seed, seed + 100)
         ev1 = _Scripted(first.model, values, 0, trained)
@@ -536,9 +624,10 @@ def check_fit(fit, seed=0):
             call(fit, *first.objects, ev1, stop + 1, folder, name="fit", where=f"(epochs={stop + 1}, a new folder)")
         expect(ev1.calls == stop + 1, f"the validations fit runs for epochs={stop + 1} from an empty folder", stop + 1,
                ev1.calls, "one evaluate() per epoch, after training it")
+        _check_rates(trained[1], rates, 0, case)
         expect(os.path.isfile(os.path.join(folder, "last.pt")), "folder/'last.pt' after fit", "a file", "none",
                "save_checkpoint(folder / 'last.pt', ...) at the end of every epoch")
-        trained[0] = 0
+        trained[0], trained[1] = 0, []
         _seed_globals(seed + 7919)
         second = _Run(case, seed + 1, seed + 2, seed + 100)
         ev2 = _Scripted(second.model, values, stop + 1, trained)
@@ -548,6 +637,7 @@ def check_fit(fit, seed=0):
         expect(ev2.calls == epochs - stop - 1, f"the validations fit runs for epochs={epochs} when folder/'last.pt' holds "
                f"epoch {stop}", epochs - stop - 1, ev2.calls,
                "it started again from epoch 0: resume from last.pt first" if ev2.calls == epochs else "")
+        _check_rates(trained[1], rates, stop + 1, case)
         try:
             best = float(got)
         except (TypeError, ValueError):
@@ -558,7 +648,8 @@ def check_fit(fit, seed=0):
         path = os.path.join(folder, "best.pt")
         expect(os.path.isfile(path), "folder/'best.pt' after fit", "a file", "none")
         keys = list(first.model.state_dict())
-        state = _find_state(_read(path), keys)
+        saved = _read(path)
+        state = _find_state(saved, keys)
         expect(state is not None, "the model's state dict in best.pt", f"a dict with keys {keys[:2]}...", "none found")
         weights = {**ev1.weights, **ev2.weights}
         held = next((e for e, w in sorted(weights.items()) if _same({k: v.cpu() for k, v in state.items()}, w)), None)
@@ -566,5 +657,20 @@ def check_fit(fit, seed=0):
                f"epoch {best_epoch} (loss 0.25, the lowest)", "none of the epochs" if held is None else f"epoch {held}",
                "save best.pt only when the loss is lower than the best so far, and carry the best across a resume"
                if held is not None else "")
+        if isinstance(saved, dict) and "best_loss" in saved:  # written by save_checkpoint (the reference, here)
+            try:
+                recorded = float(saved["best_loss"])
+            except (TypeError, ValueError):
+                recorded = None
+            earlier = [values[e] for e in range(best_epoch)]
+            expect(recorded == 0.25, f"the best_loss that best.pt records (it holds epoch {best_epoch}, validation loss "
+                   "0.25)", 0.25, repr(saved["best_loss"])[:60],
+                   "the loss becomes the best first, then save_checkpoint(folder / 'best.pt', ..., best_loss) with the "
+                   "new best: saved before the update, best.pt records the previous best"
+                   if recorded == min(earlier, default=math.inf) else "")
+        if isinstance(saved, dict) and "epoch" in saved and isinstance(saved["epoch"], int):
+            expect(saved["epoch"] == best_epoch, f"the epoch that best.pt records (it holds the weights of epoch "
+                   f"{best_epoch})", best_epoch, saved["epoch"], "save_checkpoint(..., epoch, ...) with the epoch just "
+                   "finished, counting from 0")
     when = "after" if later else "before"
     return f"fit resumed from last.pt after epoch {stop}, and best.pt holds epoch {best_epoch} (the best, {when} the restart)"
