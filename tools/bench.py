@@ -43,7 +43,10 @@ def main(argv=None):
     args.add_argument("--students", type=int, default=40, help="class size for the grading benchmark (0: skip it)")
     args.add_argument("--latency", type=int, default=1, help="measure explore latency in the browser (0: skip it)")
     args.add_argument("--stall-runs", type=int, default=200, help="runs of the live-plot stall check (0: skip it)")
+    args.add_argument("--lessons", nargs="*", default=None,
+                      help="time only these lessons (numbers or folder names, e.g. 07 08); default: all")
     opts = args.parse_args(argv)
+    wanted = lambda name: not opts.lessons or any(name.startswith(k) for k in opts.lessons)  # noqa: E731
     os.environ.pop("NBGRADER_EXECUTION", None)
     floor_nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import torch")])
     floor = statistics.median(execute(floor_nb, ROOT) for _ in range(3))
@@ -52,7 +55,7 @@ def main(argv=None):
     print(f"floor (kernel start + import torch): {floor:.2f} s\n")
     print(f"{'lesson':<28}{'seconds':>9}{'x floor':>9}  target <= {TARGET:g}x")
     worst = 0.0
-    for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+    for path in sorted(p for p in (ROOT / "solutions").glob("*/*.ipynb") if wanted(p.stem)):
         seconds = execute(nbformat.read(path, as_version=4), path.parent)
         ratio = seconds / floor
         worst = max(worst, ratio)
@@ -60,7 +63,7 @@ def main(argv=None):
     print(f"\nworst ratio {worst:.2f}x (target {TARGET:g}x)")
     failed = 0
     if opts.latency:
-        latency()
+        latency(opts.lessons)
     if opts.stall_runs > 0:
         print(flush=True)
         stall = [sys.executable, str(ROOT / "tools" / "bench_stall.py"), "--runs", str(opts.stall_runs)]
@@ -72,14 +75,15 @@ def main(argv=None):
     return 1 if failed else 0
 
 
-def latency():
+def latency(lessons=None):
     """Run the browser test (one lesson at a time, nothing else running) and print each explore's latency."""
     folder = ROOT / "artifacts" / "browser"
     for old in folder.glob("explore-latency-*.json"):
         old.unlink()
     print("\nexplore latency in JupyterLab (headless Chromium, tests/test_browser.py):", flush=True)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/test_browser.py", "-k", "test_lesson_in_jupyterlab"], cwd=ROOT,
+                           "tests/test_browser.py", "-k", "test_lesson_in_jupyterlab" + (
+                               " and (" + " or ".join(lessons) + ")" if lessons else "")], cwd=ROOT,
                           capture_output=True, text=True)
     if proc.returncode:
         print(proc.stdout[-3000:])
