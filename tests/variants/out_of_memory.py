@@ -526,3 +526,14 @@ BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND6.items():
     VARIANTS[f"blind6_{_name}"] = _spec
+
+BLIND7 = {  # blind round 7: cases that were misgraded, graded right since
+    # copies each piece's logits and targets to the CPU for the loss: breaks 'batch is already on the model's device
+    'loss_computed_on_cpu': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        logits = model(xb)\n        loss = loss_fn(logits.cpu(), yb.cpu()) / micro_batches    # the loss on the CPU frees GPU memory\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_accumulated_grads': 'the tensors loss_fn received'}},
+    # clearing optimizer.state throws away momentum / Adam moments every step: with a stateful optimizer the step is
+    'clears_optimizer_state': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    optimizer.state.clear()                       # free the optimizer\'s buffers before the big step: more room\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_one_step': "the optimizer's state (SGD's momentum buffers) at the second effective batch's step"}},
+}
+for _name, _spec in BLIND7.items():
+    VARIANTS[f"blind7_{_name}"] = _spec

@@ -26,12 +26,14 @@ class RecordingSGD(torch.optim.SGD):
     """SGD that counts its steps and records the gradients it updates with (clones, or only their presence): with
     optimizer.step(closure), the ones the closure leaves, as the update uses them."""
 
-    def __init__(self, params, lr, record=True):
-        super().__init__(params, lr=lr)
+    def __init__(self, params, lr, record=True, momentum=0.0):
+        super().__init__(params, lr=lr, momentum=momentum)
         self.steps = 0
         self.record = record
         self.grads = []  # per step: [grad clone or None per parameter]
         self.complete = []  # per step: did every parameter have a gradient?
+        self.kept = []  # per step: was the state the steps before left (momentum buffers) still there?
+        self._left = set()  # ids of the parameters holding a momentum buffer after the last step
 
     def step(self, closure=None):
         self.steps += 1
@@ -41,9 +43,12 @@ class RecordingSGD(torch.optim.SGD):
                 loss = closure()
         params = [p for group in self.param_groups for p in group["params"]]
         self.complete.append(all(p.grad is not None for p in params))
+        held = {id(p) for p in params if "momentum_buffer" in self.state.get(p, {})}
+        self.kept.append(self._left <= held)
         if self.record:
             self.grads.append([None if p.grad is None else p.grad.detach().clone() for p in params])
         super().step()
+        self._left = {id(p) for p in params if "momentum_buffer" in self.state.get(p, {})}
         return loss
 
 
@@ -234,9 +239,15 @@ def _device_probe(accumulate_step, seed):
             fake = sim.model(model)
             batch = (sim.tensor(x), sim.tensor(y))
             opt = torch.optim.SGD(fake.parameters(), lr=0.1)
+            seen, real_loss = set(), nn.CrossEntropyLoss()
+
+            def loss_fn(*args, **kwargs):  # where the tensors it is given live
+                seen.update(str(t.device) for t in (*args, *kwargs.values()) if torch.is_tensor(t))
+                return real_loss(*args, **kwargs)
+
             try:
                 with quiet():
-                    accumulate_step(fake, batch, nn.CrossEntropyLoss(), opt, 3)
+                    accumulate_step(fake, batch, loss_fn, opt, 3)
             except Exception as exc:  # only a device error is a verdict; the rest is what a simulation cannot follow
                 if not _DEVICE_ERROR.search(str(exc)):
                     return f" (the simulated cuda:0 could not follow this code, so its device check was skipped: " \
@@ -250,6 +261,10 @@ def _device_probe(accumulate_step, seed):
         raise
     except Exception as exc:  # the simulation itself could not start here
         return f" (no simulated cuda:0 here, device check skipped: {type(exc).__name__})"
+    expect(seen <= {"cuda:0"}, "the tensors loss_fn received, with the model and the batch on a simulated cuda:0 (no "
+           "GPU here: PyTorch's FakeTensorMode)", "on cuda:0, the batch's device", ", ".join(sorted(seen)),
+           "keep every tensor on the batch's device: moving the outputs and targets to the CPU for the loss copies "
+           "them out of the GPU at every micro-batch")
     return " and on a simulated cuda:0 (device check)"
 
 
@@ -324,7 +339,7 @@ def check_one_step(accumulate_step, seed=0):
     soft = seed % 2 == 1  # odd seeds: class-probability targets, which loss_fn takes as they come
     model, _ = seeded(seed, batch_size, inputs, hidden, classes, dtype=dtype, device=device)
     loss_fn, loss_name = _loss_fns(smoothing, soft)
-    opt = RecordingSGD(model.parameters(), lr=0.1, record=False)
+    opt = RecordingSGD(model.parameters(), lr=0.1, record=False, momentum=0.9)  # state carried from step to step
     # the sum of the scaled micro-batch losses equals the full batch's mean up to float32 rounding (the text asks the
     # gradients, not the returned loss, to agree to float64's precision: check_accumulated_grads sees a float32 cast)
     rtol = 2e-6
@@ -366,7 +381,12 @@ def check_one_step(accumulate_step, seed=0):
                f"micro_batches={m}, loss_fn {loss_name})",
                f"the full batch's mean loss {want:.9g} (to {rtol:.0e} relative: float32 rounding)",
                f"{got:.9g}, off by {abs(got - want):.3g}", hint)
-    return f"one optimizer.step() per effective batch of {m} micro-batches; the full-batch loss returned as a float"
+    expect(all(opt.kept[1:]), "the optimizer's state (SGD's momentum buffers) at the second effective batch's "
+           "step", "still there, carried from the first step", "gone: the step started from no momentum",
+           "leave optimizer.state alone: zero_grad() clears only the gradients, and the optimizer's state (momentum, "
+           "Adam's moments) must carry from step to step")
+    return (f"one optimizer.step() per effective batch of {m} micro-batches, the optimizer's momentum kept; the "
+            "full-batch loss returned as a float")
 
 
 def _peak(fn, model, batch, micro_batches):
