@@ -613,3 +613,14 @@ BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND6.items():
     VARIANTS[f"blind6_{_name}"] = _spec
+
+BLIND7 = {  # blind round 7: cases that were misgraded, graded right since
+    # tests only the gradients of the optimizer's first parameter group: with an optimizer built with several groups
+    'grads_of_first_param_group_only': {'cells': {'safe_step': 'import torch\n\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    x, y = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(x), y)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    params = optimizer.param_groups[0]["params"]     # "the parameters being trained"\n    if any(p.grad is not None and not torch.isfinite(p.grad).all() for p in params):\n        return None\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_safe_step': 'safe_step on a finite loss whose gradients are all finite except ONE entry'}},
+    # also raises when a FINITE loss exceeds 10^4 times the first one: at a rate far too high it stops steps before 
+    'divergence_guard_raises_early': {'cells': {'train': 'import torch\nfrom torch import nn\nimport trainclinic as tc\n\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    step = 0\n    while step < steps:\n        for batch in loader:\n            if step == steps:\n                break\n            loss = safe_step(model, batch, loss_fn, optimizer)\n            # stop as soon as it diverges, not only when it is already nan\n            if loss is None or (history["loss"] and loss > 1e4 * history["loss"][0]):\n                raise FloatingPointError(f"non-finite loss or gradient at step {step}")\n            history["step"].append(step)\n            history["loss"].append(loss)\n            history["grad_norm"].append(tc.grad_norm(model))\n            step += 1\n    return history\n'},
+        'lost': {'check_train': 'the step named by the FloatingPointError of train at lr=100'}},
+}
+for _name, _spec in BLIND7.items():
+    VARIANTS[f"blind7_{_name}"] = _spec

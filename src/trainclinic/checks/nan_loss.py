@@ -230,11 +230,15 @@ def reference_safe_step(model, batch, loss_fn, optimizer):
 
 
 def _optimizer(kind, params):
+    """safe_step's optimizer; its parameters in two groups (weights, then biases), as per-layer settings make them."""
+    params = list(params)
+    groups = [g for g in ({"params": [p for p in params if p.dim() > 1]}, {"params": [p for p in params if p.dim() <= 1]})
+              if g["params"]]
     if kind == "adam":
-        return torch.optim.Adam(params, lr=0.01)
+        return torch.optim.Adam(groups, lr=0.01)
     if kind == "sgd":
-        return torch.optim.SGD(params, lr=0.05)
-    return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+        return torch.optim.SGD(groups, lr=0.05)
+    return torch.optim.SGD(groups, lr=0.1, momentum=0.9)
 
 
 def _safe_setup(seed, batch_size, dtype):
@@ -1002,6 +1006,11 @@ def _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden):
     where = f"train at lr={lr:g}"
     _expect_ends(kind, result, where, steps)
     if kind == "raised" and isinstance(result, FloatingPointError):
+        named = step_named(result)
+        expect(not named or ref in named, f"the step named by the FloatingPointError of {where}",
+               f"step {ref}, where plain SGD's loss or gradients first turn non-finite", f"{str(result)!r}",
+               "raise at the first non-finite loss or gradient, not before: a large but finite loss is still a "
+               "step the text asks train to take" if named and named[0] < ref else "")
         return
     if kind == "raised":
         expect(False, where, f"FloatingPointError (plain SGD's loss goes non-finite at step {ref})", _raised(result))
