@@ -129,3 +129,14 @@ BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND6.items():
     VARIANTS[f"blind6_{_name}"] = _spec
+
+BLIND7 = {  # blind round 7: cases that were misgraded, graded right since
+    # tokens are \w+ runs, not whitespace-split words (3c): 'fun!' becomes 'fun' and "don't" two tokens, so texts wi
+    'bv_word_regex_tokens': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'import re\n\n\ndef build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({w for t in texts for w in re.findall(r"\\w+", t)})\n    return {w: i for i, w in enumerate(words)}\n', 'make_loader': 'def make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn,\n                      generator=torch.Generator().manual_seed(seed))\n'},
+        'lost': {'check_pipeline': "build_vocab's words"}},
+    # shuffle=False (3d asks shuffle=True): the order never depends on `seed`; reproducible, but not the loader the 
+    'ml_no_shuffle': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'def build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({w for t in texts for w in t.split()})\n    return {w: i for i, w in enumerate(words)}\n', 'make_loader': 'def make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    return DataLoader(dataset, batch_size=4, shuffle=False, num_workers=2, worker_init_fn=worker_init_fn,\n                      generator=torch.Generator().manual_seed(seed))   # a fixed order: nothing to reproduce\n'},
+        'lost': {'check_pipeline': "the order of one epoch of make_loader's DataLoader (10 items)"}},
+}
+for _name, _spec in BLIND7.items():
+    VARIANTS[f"blind7_{_name}"] = _spec

@@ -158,7 +158,7 @@ def check_worker_init_fn(worker_init_fn, seed=0):
 _TEXTS = ["A great fun film", "great acting and a fun plot", "a dull plot", "dull and  slow", "fun for\tall",
           "slow and dull acting", "a great cast", "the plot was dull", "Great fun", "The cast was great",
           "slow film", "a dull cast", "fun and great", "the acting was slow", "all great", "a slow dull film",
-          "what a film", "not fun at all", "the best cast", "a slow start"]
+          "what a film!", "not fun, at all.", "the best cast", "a slow start"]
 
 
 def _texts(seed):
@@ -276,6 +276,9 @@ def _check_loader(make_loader, seed):
            f"all {n}, each once", f"{len(order)} items" + (f", without {dropped}" if dropped else ""),
            "keep the short last batch (drop_last=False, the default): every sample is seen every epoch"
            if dropped and len(order) == n - n % 4 else "")
+    expect(order != list(range(n)), f"the order of one epoch of make_loader's DataLoader ({n} items)",
+           "shuffled (shuffle=True)", f"{order[:6]}... in the Dataset's order", "pass shuffle=True: the text asks "
+           "for a shuffled loader, whose order comes from its generator")
     expect(runs[0] == runs[1], "two loaders with the same seed, made after different draws from torch's global "
            "generator (and iterated after more)", "the same order of items and the same worker seeds",
            "another order" if order != [i for i, _ in runs[1]] else "other worker seeds",
