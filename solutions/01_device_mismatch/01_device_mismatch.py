@@ -194,9 +194,10 @@ def class_weighted_loss(logits, targets, class_counts):
 # `device`; the batch `(inputs, labels)` comes from the loader, on the CPU. Move it, zero the gradients, compute the
 # loss, backpropagate, step with the `optimizer` you are given (its learning rate, momentum and state are the caller's
 # choice), and return the loss as a Python float (`loss.item()`). Change nothing else of the caller's: the labels
-# keep their dtype (the `loss_fn` may take class indices or float targets), frozen parameters stay frozen, and global
-# settings (autograd, anomaly detection, the random seed) are as they were: autograd is on when `train_step` is
-# called and must still be on when it returns.
+# keep their dtype (the `loss_fn` may take class indices or float targets), frozen parameters stay frozen, the
+# optimizer keeps its parameter groups and state, the model stays in training mode, and global settings (autograd,
+# anomaly detection, the random seed, matmul precision) are as they were: autograd is on when `train_step` is called
+# and must still be on when it returns.
 
 # %% nbgrader={"grade": false, "grade_id": "train_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_step(model, batch, loss_fn, optimizer, device):

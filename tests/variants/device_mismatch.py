@@ -823,3 +823,14 @@ BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND6.items():
     VARIANTS[f"blind6_{_name}"] = _spec
+
+BLIND7 = {  # blind round 7: cases that were misgraded, graded right since
+    # only the first parameter group is zeroed: with an optimizer of several groups (a head with its own learning ra
+    'train_step_zeroes_first_group_only': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    for p in optimizer.param_groups[0]["params"]:      # clear the gradients of the optimizer\'s parameters\n        p.grad = None\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_train_step': 'the parameters after train_step on cpu'}},
+    # anomaly detection is switched off on return whatever it was on entry: a caller who had it on finds it off: bre
+    'train_step_anomaly_forced_off': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    torch.autograd.set_detect_anomaly(True)      # a readable traceback if backward fails\n    inputs, labels = batch[0].to(device), batch[1].to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    torch.autograd.set_detect_anomaly(False)     # back to normal\n    return loss.item()\n'},
+        'lost': {'check_train_step': "autograd's anomaly detection when train_step returns (torch.is_anomaly_enabled())"}},
+}
+for _name, _spec in BLIND7.items():
+    VARIANTS[f"blind7_{_name}"] = _spec

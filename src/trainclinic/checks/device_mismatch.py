@@ -331,8 +331,12 @@ def _model(case, seed, device):
 
 
 def _optimizer(case, params):
-    """The optimizer train_step is given: SGD with momentum and weight decay, its learning rate swept by seed."""
-    return torch.optim.SGD(params, lr=case["lr"], momentum=0.9, weight_decay=0.01, nesterov=case["nesterov"])
+    """The optimizer train_step is given: SGD with momentum and weight decay, its learning rate swept by seed, with
+    two parameter groups (weights, then biases), as fine-tuning code often has."""
+    params = list(params)
+    groups = [{"params": [p for p in params if p.dim() > 1]}, {"params": [p for p in params if p.dim() <= 1]}]
+    return torch.optim.SGD([g for g in groups if g["params"]], lr=case["lr"], momentum=0.9, weight_decay=0.01,
+                           nesterov=case["nesterov"])
 
 
 def _describe(case):
@@ -433,6 +437,7 @@ def check_train_step(train_step, seed=0, batch_size=None):
     for device in devices():
         model, opt = _setup(case, seed, device)
         ref, ref_loss = _reference_step(model, opt, batch, loss_fn, device)
+        caller_anomaly = seed % 2 == 1  # odd seeds: a caller debugging with anomaly detection on, which must stay on
         stale_grads(model, 0.5)
         frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
         for p in model.parameters():
@@ -446,6 +451,9 @@ def check_train_step(train_step, seed=0, batch_size=None):
         others = settings()
         handles += [p.register_hook(lambda grad: reached.append(1)) for p in model.parameters() if p.requires_grad]
         grad_mode, anomaly, default_dtype = torch.is_grad_enabled(), torch.is_anomaly_enabled(), torch.get_default_dtype()
+        if caller_anomaly:
+            torch.set_anomaly_enabled(True)
+        entry_anomaly = torch.is_anomaly_enabled()  # what the caller had when it called train_step
         torch.manual_seed(7919 + seed)  # a state of the caller's (a step of this model draws no random numbers)
         torch.rand(3)
         seed_before, rng_before = torch.initial_seed(), _rng_states()
@@ -469,11 +477,14 @@ def check_train_step(train_step, seed=0, batch_size=None):
                f"{'on' if grad_after else 'off'} (the caller's next forward would build no graph)",
                "switch autograd off only inside a `with torch.no_grad():` block, which switches it back on; a bare "
                "torch.set_grad_enabled(False) stays in force after the function." if grad_mode else "")
-        expect(anomaly_after == anomaly, "autograd's anomaly detection when train_step returns "
-               "(torch.is_anomaly_enabled())", f"{'on' if anomaly else 'off'}, as it was when train_step was called",
-               f"{'on' if anomaly_after else 'off'} (every later backward of the caller would run slower, traced)",
+        expect(anomaly_after == entry_anomaly, "autograd's anomaly detection when train_step returns "
+               "(torch.is_anomaly_enabled())", f"{'on' if entry_anomaly else 'off'}, as it was when train_step was called",
+               "on (every later backward of the caller would run slower, traced)" if anomaly_after else
+               "off (the caller had switched it on to debug, and train_step switched it off)",
                "to debug a step, wrap it in `with torch.autograd.detect_anomaly():`, which switches it back; "
-               "torch.autograd.set_detect_anomaly(True) stays in force after the function." if not anomaly else "")
+               "torch.autograd.set_detect_anomaly(True) stays in force after the function." if not entry_anomaly else
+               "leave the caller's setting as it is: `with torch.autograd.set_detect_anomaly(True):` restores what "
+               "it found, a bare set_detect_anomaly(False) does not")
         expect(dtype_after == default_dtype, "the default dtype when train_step returns (torch.get_default_dtype())",
                f"{_name(default_dtype)}, as it was when train_step was called", _name(dtype_after))
         changed = [f"{k}: {others[k]!r} -> {others_after[k]!r}" for k in others if others_after[k] != others[k]]
