@@ -79,7 +79,7 @@ ALT_AMP_STEP_2 = '''def amp_step(model, batch, loss_fn, optimizer, scaler, max_n
         loss = loss_fn(model(inputs), targets)
     scaled = scaler.scale(loss)
     scaled.backward()
-    if max_norm:
+    if max_norm is not None:
         scaler.unscale_(optimizer)
         total = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]) if hasattr(torch.nn.utils, "get_total_norm") else None
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
@@ -151,3 +151,20 @@ BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND6.items():
     VARIANTS[f"blind6_{_name}"] = _spec
+
+BLIND7 = {  # blind round 7: cases that were misgraded, graded right since
+    # built for the device's TYPE ('a CUDA device gets a scaler for "cuda"'): str(torch.device('cuda', 0)) is 'cuda:
+    'scaler_str_device_keeps_index': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    return torch.amp.GradScaler(str(device))        # "cpu" -> "cpu", but torch.device("cuda", 0) -> "cuda:0"\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        loss = loss_fn(model(inputs), targets)\n    scaler.scale(loss).backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item()\n'},
+        'lost': {'check_make_scaler': "observed 'cuda:0'"}},
+    # 'whichever device is passed': the argument is ignored, the type follows torch.cuda.is_available() (a cuda devi
+    'scaler_type_from_cuda_availability': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    # enabled wherever we run: CUDA if the machine has it, the CPU otherwise\n    return torch.amp.GradScaler("cuda" if torch.cuda.is_available() else "cpu")\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        loss = loss_fn(model(inputs), targets)\n    scaler.scale(loss).backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item()\n'},
+        'lost': {'check_make_scaler': "for the CPU: expected 'cpu', the type of the device passed, observed 'cuda'"}},
+    # 'if max_norm is not None': `if max_norm:` skips clipping for max_norm=0 (the gradients must be clipped to norm
+    'amp_max_norm_truthy': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    return torch.amp.GradScaler(torch.device(device).type)\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        loss = loss_fn(model(inputs), targets)\n    scaler.scale(loss).backward()\n    if max_norm:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item()\n'},
+        'lost': {'check_clip_unscaled': 'every gradient clipped to zero'}},
+    # return the loss unscaled: dividing the scaled loss by the scale AFTER update() returns twice the loss on a ste
+    'amp_loss_divided_by_updated_scale': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    return torch.amp.GradScaler(torch.device(device).type)\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        loss = loss_fn(model(inputs), targets)\n    scaled = scaler.scale(loss)\n    scaled.backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return scaled.item() / scaler.get_scale()     # unscale the loss too (after update: the scale may have changed)\n'},
+        'lost': {'check_overflow_skipped': 'the loss amp_step returned on a normal batch with a loss scale of 2**40'}},
+}
+for _name, _spec in BLIND7.items():
+    VARIANTS[f"blind7_{_name}"] = _spec

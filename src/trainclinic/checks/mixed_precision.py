@@ -83,12 +83,10 @@ _DEFAULT_SCALE = 2.0 ** 16
 
 
 def _kind(scaler):
-    """The device type a GradScaler was built for ('?' when it does not say)."""
+    """The device a GradScaler was built for, as it was given ('?' when it does not say): a device type, 'cuda' or
+    'cpu', as GradScaler's documentation asks (a name with an index, 'cuda:0', is not one)."""
     kind = getattr(scaler, "_device", None)
-    try:
-        return torch.device(kind).type
-    except (TypeError, RuntimeError, ValueError):
-        return "?" if kind is None else str(kind)
+    return "?" if kind is None else str(kind)
 
 
 def _expect_scaler(scaler, arg, device, where):
@@ -108,8 +106,11 @@ def _expect_scaler(scaler, arg, device, where):
            "leave the scaler enabled (no enabled=False)")
     expect(kind == device.type, f"the device type of make_scaler({arg!r})'s GradScaler, {where}".strip(" ,"),
            f"{device.type!r}, the type of the device passed", repr(kind),
-           "build the scaler for the device it is given, not a fixed one: "
-           "torch.amp.GradScaler(torch.device(device).type) (a torch.device, or a name such as 'cpu' or 'cuda:0')")
+           "GradScaler takes a device type, not a device name: torch.amp.GradScaler(torch.device(device).type)"
+           if kind.startswith(device.type + ":") else
+           "build the scaler for the device it is given, not a fixed one nor one picked from "
+           "torch.cuda.is_available(): torch.amp.GradScaler(torch.device(device).type) (a torch.device, or a name "
+           "such as 'cpu' or 'cuda:0')")
     initial = scaler.get_scale()
     expect(initial == _DEFAULT_SCALE, f"make_scaler({arg!r}).get_scale(), the initial loss scale",
            f"{_DEFAULT_SCALE:g} (GradScaler's default init_scale)", f"{initial:g}",
@@ -153,11 +154,15 @@ def check_make_scaler(make_scaler, seed=0):
         try:
             with _cuda_present():
                 scaler = call(make_scaler, arg, name="make_scaler", hints=_HINTS, where=f"({arg!r})")
+                cpu_there = call(make_scaler, torch.device("cpu"), name="make_scaler", hints=_HINTS,
+                                 where="(torch.device('cpu'), on a machine with CUDA)")
         except CheckFailed as exc:  # code that touches CUDA itself cannot run in the simulation: not a verdict
             seen.append(f"cuda:0 (simulated) skipped, make_scaler could not run without a GPU: {str(exc)[:80]}")
         else:
             _expect_scaler(scaler, arg, device, where)
-            seen.append("cuda:0 (simulated): a scaler for 'cuda'")
+            _expect_scaler(cpu_there, torch.device("cpu"), torch.device("cpu"), "on a machine with CUDA (simulated "
+                           "here: torch.cuda.is_available() made True), for the CPU")
+            seen.append("cuda:0 (simulated): a scaler for 'cuda', and one for 'cpu' when the CPU is passed")
     return "an enabled torch.amp.GradScaler for the device passed, at the default scale: " + ", ".join(seen)
 
 
@@ -377,6 +382,19 @@ def check_overflow_skipped(amp_step, seed=0):
                f"{'moved' if moved else 'unchanged'}",
                "the skipped step's inf/NaN gradients were still in p.grad, so this step overflowed too: zero the "
                "gradients at the start of every step (optimizer.zero_grad())" if not watch.steps and left else "")
+        huge = _scaler(device, init_scale=2.0 ** 40)  # a normal batch, a finite loss, its scaled gradients overflow
+        with torch.no_grad(), torch.autocast(device.type, dtype=torch.float16):
+            want = float(_cross_entropy(model(x), y))
+        what = "a normal batch with a loss scale of 2**40 (its loss finite, its scaled float16 gradients overflow)"
+        got, _ = _run(amp_step, model, (x, y), _cross_entropy, opt, huge, what, dtype=torch.float16)
+        got = python_float(got, f"amp_step's return value on {what}")
+        control = python_float(_run(amp_step, model, (x, y), _cross_entropy, opt, _scaler(device), "the same batch "
+                                    "with the default scale", dtype=torch.float16)[0], "amp_step's return value")
+        right = abs(control - want) <= 1e-3 * max(1.0, abs(want))  # a wrong loss on every step is check_amp_trains's
+        expect(not right or abs(got - want) <= 1e-3 * max(1.0, abs(want)), f"the loss amp_step returned on {what}",
+               f"{want:.5g}, the batch's loss (unscaled, whether the step was skipped or not)", f"{got:.5g}",
+               "return the loss itself (loss.item()), not the scaled loss divided by the scale: scaler.update() "
+               "changes the scale after a skipped step" if abs(got - 2 * want) <= 1e-3 * max(1.0, abs(want)) else "")
         seen.append(f"{device.type}: scale {before:g} -> {after:g}")
     return f"overflowing step skipped with the weights untouched, the scale halved, the next step taken ({'; '.join(seen)})"
 
@@ -443,7 +461,8 @@ def check_clip_unscaled(amp_step, seed=0):
         tol = 1e-2 if dtype == torch.float16 else 2e-2
         want, _ = _fp32_grads(model, batch, _cross_entropy)
         norm = flat(want).norm().item()
-        for max_norm in (round(norm * (0.2 + 0.1 * (seed % 3)), 4), round(norm * 3, 4)):
+        norms = (round(norm * (0.2 + 0.1 * (seed % 3)), 4), round(norm * 3, 4)) + ((0.0,) if seed else ())
+        for max_norm in norms:  # 0.0 (hidden): a max_norm given, all gradients clipped to nothing (not `if max_norm:`)
             m = copy.deepcopy(model)
             opt = _optimizer(kind, m.parameters(), lr=0.01)
             what = f"max_norm={max_norm:g} (the float32 gradient norm is {norm:.4g})"
@@ -454,6 +473,12 @@ def check_clip_unscaled(amp_step, seed=0):
                    _steps_hint(watch, scale, scaler.get_scale()))
             grads = watch.steps[0]
             got = flat(grads, list(m.parameters())).norm().item()
+            if max_norm == 0:
+                expect(got <= 1e-12 * norm, f"the gradients optimizer.step() used with {what}",
+                       "norm 0: every gradient clipped to zero (max_norm=0.0 is a max_norm, not None)",
+                       f"norm {got:.4g}", "test `max_norm is not None`, not `if max_norm:`: 0.0 is falsy"
+                       if got > 0.5 * norm else "")
+                continue
             clipped = min(1.0, max_norm / norm)
             expected = [w * clipped for w in want]
             err = _rel(grads, expected, list(m.parameters()))
