@@ -394,8 +394,9 @@ def load_weights(model, path):
 # - If `folder/"last.pt"` exists, `resume` from it; otherwise start at epoch 0 with `best_loss = float("inf")`.
 # - For each epoch from there up to `epochs` (not included), in this order: `train_epoch(model, optimizer, loader)`
 #   (defined in section 2), then `scheduler.step()`, then `loss = evaluate()`; when `loss` is lower than the best so
-#   far, it becomes the best, and then the checkpoint goes to `folder/"best.pt"` (so that its `best_loss` is that
-#   loss); at the end of every epoch it goes to `folder/"last.pt"` (both with your `save_checkpoint`).
+#   far (strictly: an epoch that only ties the best changes nothing), it becomes the best, and then the checkpoint
+#   goes to `folder/"best.pt"` (so that its `best_loss` is that loss); at the end of every epoch it goes to
+#   `folder/"last.pt"` (both with your `save_checkpoint`).
 # - Return the best validation loss.
 #
 # Stopped after any epoch and called again with fresh objects, `fit` continues where it stopped: `best.pt` always
@@ -444,7 +445,8 @@ print("identical weights:", all(torch.equal(a, b) for a, b in zip(straight.param
 #
 # Each cell calls a check on your code with seeded inputs. It prints `✓ ...` when your code behaves, and otherwise
 # raises `CheckFailed` saying what was expected, what happened and, when the cause is clear, a hint. The checks build
-# their own runs (other optimizers, schedules and sizes in the hidden cases) and write into temporary folders.
+# their own runs (their model has a `BatchNorm1d` layer, whose running statistics are buffers: in `state_dict()`, not
+# in `parameters()`; other optimizers, schedules and sizes in the hidden cases) and write into temporary folders.
 # `check_resume` saves in one process and resumes in **another** (a fork of this kernel, with every random generator
 # reseeded), then compares bit for bit with a run that never stopped. `check_fit` runs your `fit` with the
 # reference `save_checkpoint` and `resume`, so that each cell is graded on its own.

@@ -1,12 +1,14 @@
 """Checks for lesson 08, checkpoints across devices: save_checkpoint, resume, load_weights and fit.
 
-The checks build their own training runs on the CPU (a Dropout MLP, NumPy noise on the inputs, a shuffling
+The checks build their own training runs on the CPU (an MLP with BatchNorm, whose running statistics are buffers,
+and Dropout; NumPy noise on the inputs, a shuffling
 DataLoader with its own generator; `seed` picks sizes, the optimizer and the schedule) and write into temporary
 folders. `check_resume` saves in one forked process and resumes in another one forked from the kernel (so nothing
 the learner's code keeps in memory survives), every random generator reseeded there, and compares the resumed run
 bit for bit with one that never stopped; what the resume failed to restore is named part by part. `check_fit` runs
 `fit` with the reference `save_checkpoint`, `resume` and `train_epoch` in its globals and a scripted validation
-loss, so that each cell is graded on its own. A cuda-tagged file is written with `checkpoints.save_tagged` (torch's
+loss (with a tie: an epoch after the best one scores the same, and best.pt keeps the first), so that each cell is
+graded on its own. A cuda-tagged file is written with `checkpoints.save_tagged` (torch's
 own serialization); on a machine with a GPU the CPU case runs with `torch.cuda.is_available()` reporting False.
 """
 import contextlib
@@ -45,6 +47,14 @@ _HINTS = {
     "(module., _orig_mod.) before load_state_dict.",
 }
 
+_BUFFERS = ("the model's state is model.state_dict(): its parameters and its buffers (BatchNorm's running_mean, "
+            "running_var, num_batches_tracked); named_parameters() and parameters() leave the buffers out.")
+_RESUME_HINTS = {  # resume loads what save_checkpoint wrote, with no wrapper: a missing key was never saved
+    "running_mean": "the file lacks the model's buffers: " + _BUFFERS,
+    **_HINTS,
+    "Missing key(s) in state_dict": "the file lacks keys of the model: save model.state_dict() whole and load it whole.",
+}
+
 
 # ---- runs ----------------------------------------------------------------------------------------------------
 
@@ -68,8 +78,10 @@ class _Run:
     def __init__(self, case, init_seed, order_seed, data_seed):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
-            self.model = nn.Sequential(nn.Linear(case["features"], case["hidden"]), nn.ReLU(), nn.Dropout(case["p"]),
-                                       nn.Linear(case["hidden"], case["classes"]))
+            # BatchNorm: running_mean, running_var and num_batches_tracked are buffers, in state_dict() and not in
+            # parameters() (no batch of one: every case's n % batch is 0 or at least 4)
+            self.model = nn.Sequential(nn.Linear(case["features"], case["hidden"]), nn.BatchNorm1d(case["hidden"]),
+                                       nn.ReLU(), nn.Dropout(case["p"]), nn.Linear(case["hidden"], case["classes"]))
         params = self.model.parameters()
         self.optimizer = {"adam": lambda: torch.optim.Adam(params, lr=0.01),
                           "adamw": lambda: torch.optim.AdamW(params, lr=0.01, weight_decay=0.01),
@@ -171,8 +183,15 @@ def _differences(run, saved):
     """[(part, what differs)] between the restored run and the state at save time."""
     now, found = _state(run), []
     if not _same(now["model"], saved["model"]):
-        gap = max((now["model"][k].double() - v.double()).abs().max().item() for k, v in saved["model"].items())
-        found.append(("model", f"the model's weights (up to {gap:.3g} apart)"))
+        params = {k for k, _ in run.model.named_parameters()}
+        differ = [k for k, v in saved["model"].items() if not _same(now["model"][k], v)]
+        if differ and not params.intersection(differ):
+            found.append(("the model's buffers (save model.state_dict(), not its parameters alone)",
+                          f"the model's buffers {', '.join(differ)} (BatchNorm's running statistics: in "
+                          "model.state_dict(), not in named_parameters() or parameters())"))
+        else:
+            gap = max((now["model"][k].double() - v.double()).abs().max().item() for k, v in saved["model"].items())
+            found.append(("model", f"the model's weights (up to {gap:.3g} apart)"))
     if not _same(now["optimizer"], saved["optimizer"]):
         found.append(("optimizer", _optimizer_difference(now["optimizer"], saved["optimizer"])))
     if not _same(now["scheduler"], saved["scheduler"]):
@@ -359,7 +378,7 @@ def check_resume(save_checkpoint, resume, seed=0):
         def second_part():  # a new process: other initial weights, another shuffling seed, reseeded generators
             _seed_globals(seed + 7919)
             fresh = _Run(case, seed + 1, seed + 2, seed + 100)
-            got = call(resume, path, *fresh.objects, name="resume", hints=_HINTS)
+            got = call(resume, path, *fresh.objects, name="resume", hints=_RESUME_HINTS)
             report = {"got": got if isinstance(got, (tuple, list)) and len(got) == 2 else repr(got)[:80],
                       "differences": _differences(fresh, saved)}
             if isinstance(report["got"], str) or report["differences"]:
@@ -374,7 +393,9 @@ def check_resume(save_checkpoint, resume, seed=0):
 
         report = in_child(second_part, "the process that calls resume")
     got = report["got"]
-    expect(not isinstance(got, str), "resume(...)'s return value", "(next_epoch, best_loss)", got)
+    expect(isinstance(got, tuple), "resume(...)'s return value", "the tuple (next_epoch, best_loss)",
+           f"a list of 2, {got!r}" if isinstance(got, list) else got,
+           "return next_epoch, best_loss (a tuple), not a list." if isinstance(got, list) else "")
     start, best_back = got
     expect(isinstance(start, int) and not isinstance(start, bool) and start == stop + 1,
            f"the next epoch resume returns for a checkpoint saved after epoch {stop}", stop + 1, repr(start),
@@ -614,6 +635,12 @@ def check_fit(fit, seed=0):
     later = rng.random() < 0.5 or seed == 0  # the best epoch after the restart, or before it
     best_epoch = rng.randrange(stop + 1, epochs) if later else rng.randrange(0, stop + 1)
     values[best_epoch] = 0.25
+    # a tie: a later epoch on the same side of the restart scores the best loss again (across the restart it would
+    # hide a fit that forgets the best on resume); not lower than the best, so best.pt keeps best_epoch
+    end = epochs if later else stop + 1
+    tie = rng.randrange(best_epoch + 1, end) if best_epoch + 1 < end else None
+    if tie is not None:
+        values[tie] = 0.25
     rates = _rates(case, epochs)
     with _own_rngs(), _folder() as folder:
         trained = [0, []]
@@ -654,7 +681,10 @@ def check_fit(fit, seed=0):
         weights = {**ev1.weights, **ev2.weights}
         held = next((e for e, w in sorted(weights.items()) if _same({k: v.cpu() for k, v in state.items()}, w)), None)
         expect(held == best_epoch, f"the epoch whose weights best.pt holds (validation losses {values})",
-               f"epoch {best_epoch} (loss 0.25, the lowest)", "none of the epochs" if held is None else f"epoch {held}",
+               f"epoch {best_epoch} (loss 0.25, the lowest, and the first to reach it)",
+               "none of the epochs" if held is None else f"epoch {held}",
+               f"epoch {tie} only ties the best (0.25 again): a loss that is not lower than the best so far must not "
+               f"replace best.pt (compare with <, not <=)" if held is not None and held == tie else
                "save best.pt only when the loss is lower than the best so far, and carry the best across a resume"
                if held is not None else "")
         if isinstance(saved, dict) and "best_loss" in saved:  # written by save_checkpoint (the reference, here)
@@ -673,4 +703,6 @@ def check_fit(fit, seed=0):
                    f"{best_epoch})", best_epoch, saved["epoch"], "save_checkpoint(..., epoch, ...) with the epoch just "
                    "finished, counting from 0")
     when = "after" if later else "before"
-    return f"fit resumed from last.pt after epoch {stop}, and best.pt holds epoch {best_epoch} (the best, {when} the restart)"
+    tied = f"; epoch {tie}'s tie did not replace it" if tie is not None else ""
+    return (f"fit resumed from last.pt after epoch {stop}, and best.pt holds epoch {best_epoch} (the best, {when} the "
+            f"restart{tied})")
