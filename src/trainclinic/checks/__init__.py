@@ -14,7 +14,8 @@ import warnings
 import torch
 
 __all__ = ["CheckFailed", "SimulationLimit", "check", "call", "expect", "close", "one_thread", "quiet", "standard_state",
-           "devices", "same_device", "flat", "python_float", "stale_grads", "seeded", "settings", "restore_settings"]
+           "devices", "same_device", "flat", "python_float", "stale_grads", "seeded", "settings", "restore_settings",
+           "param_groups"]
 
 
 class CheckFailed(AssertionError):
@@ -79,6 +80,13 @@ _SETTINGS = {  # name -> (get, set): torch's process-wide switches that a traini
     "torch.backends.cuda.matmul.allow_tf32": (lambda: torch.backends.cuda.matmul.allow_tf32,
                                               lambda v: setattr(torch.backends.cuda.matmul, "allow_tf32", v)),
 }
+
+
+def param_groups(params):
+    """The parameters as an optimizer's two groups, weights then biases (per-layer settings make such groups)."""
+    params = list(params)
+    groups = ({"params": [p for p in params if p.dim() > 1]}, {"params": [p for p in params if p.dim() <= 1]})
+    return [g for g in groups if g["params"]]
 
 
 def settings():

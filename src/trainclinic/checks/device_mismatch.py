@@ -15,8 +15,8 @@ from torch.nn import functional as F
 
 from .. import data, models
 from ..device import SimulatedCuda, pick_device
-from . import (CheckFailed, SimulationLimit, call, check, close, devices, expect, restore_settings, same_device,
-               settings, stale_grads)
+from . import (CheckFailed, SimulationLimit, call, check, close, devices, expect, param_groups, restore_settings,
+               same_device, settings, stale_grads)
 
 __all__ = ["check_to_device", "check_class_weighted_loss", "check_train_step"]
 
@@ -333,9 +333,7 @@ def _model(case, seed, device):
 def _optimizer(case, params):
     """The optimizer train_step is given: SGD with momentum and weight decay, its learning rate swept by seed, with
     two parameter groups (weights, then biases), as fine-tuning code often has."""
-    params = list(params)
-    groups = [{"params": [p for p in params if p.dim() > 1]}, {"params": [p for p in params if p.dim() <= 1]}]
-    return torch.optim.SGD([g for g in groups if g["params"]], lr=case["lr"], momentum=0.9, weight_decay=0.01,
+    return torch.optim.SGD(param_groups(params), lr=case["lr"], momentum=0.9, weight_decay=0.01,
                            nesterov=case["nesterov"])
 
 

@@ -21,7 +21,7 @@ from torch import nn
 
 from .. import data, models
 from ..nonfinite import finite, summarize
-from . import CheckFailed, _where, call, check, close, expect, flat, standard_state
+from . import CheckFailed, _where, call, check, close, expect, flat, param_groups, standard_state
 
 __all__ = ["check_safe_step", "check_train", "check_stable_lr", "reference_safe_step", "reference_train",
            "step_named", "nan_gradient_loss", "inf_gradient_loss", "minus_inf_loss"]
@@ -231,9 +231,7 @@ def reference_safe_step(model, batch, loss_fn, optimizer):
 
 def _optimizer(kind, params):
     """safe_step's optimizer; its parameters in two groups (weights, then biases), as per-layer settings make them."""
-    params = list(params)
-    groups = [g for g in ({"params": [p for p in params if p.dim() > 1]}, {"params": [p for p in params if p.dim() <= 1]})
-              if g["params"]]
+    groups = param_groups(params)
     if kind == "adam":
         return torch.optim.Adam(groups, lr=0.01)
     if kind == "sgd":
