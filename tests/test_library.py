@@ -265,6 +265,31 @@ def test_call_turns_learner_errors_into_verdicts():
     assert issubclass(CheckFailed, AssertionError)
 
 
+def test_call_frees_what_failed_learner_code_held():
+    """A learner's error must not keep their frames alive: a DataLoader iterator whose worker_init_fn raised stops
+    its workers at once, not at the next garbage collection (which waits 5 s per worker)."""
+    import gc
+    import multiprocessing
+
+    import numpy as np
+    from torch.utils.data import DataLoader
+
+    def seed_numpy(worker_id):
+        np.random.seed(torch.utils.data.get_worker_info().seed)  # 64 bits: ValueError in the worker
+
+    def first_batch():
+        return next(iter(DataLoader(list(range(8)), batch_size=2, num_workers=2, worker_init_fn=seed_numpy)))
+
+    gc.disable()
+    try:
+        with pytest.raises(CheckFailed, match="Caught ValueError in DataLoader worker process"):
+            checks.call(first_batch)
+        alive = multiprocessing.active_children()
+    finally:
+        gc.enable()
+    assert alive == [], f"the failed loader's workers are still running: {alive}"
+
+
 def test_checks_do_not_disturb_the_learners_rng():
     @checks.check("rng")
     def check_rng():

@@ -221,6 +221,8 @@ try:
 except ValueError as err:
     print(str(err).splitlines()[0], "...")
     print(str(err).strip().splitlines()[-1])
+    err.__traceback__ = None  # its frames hold the loader's iterator: freed now, its workers stop now, not at the
+                              # next garbage collection (whose shutdown then waits 5 s for each worker)
 
 # %% [markdown]
 # ### What determinism does not promise

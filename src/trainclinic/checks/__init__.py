@@ -155,6 +155,9 @@ def call(fn, *args, name=None, where="", hints=None, restore_grad=True, **kwargs
             raise SimulationLimit(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}{_where(exc)}") from None
         hint = next((h for table in (hints or {}, HINTS) for key, h in table.items() if key in str(exc)), "")
         text = f"`{name}`{' ' + where if where else ''} raised {type(exc).__name__}: {exc}{_where(exc)}"
+        # The learner's frames die now, with what they hold (tensors, a DataLoader's workers), not at a later
+        # garbage collection: a worker-backed iterator freed by the collector waits 5 s per worker to stop.
+        exc.__traceback__ = None
         raise CheckFailed(text + (f"\nHint: {hint}" if hint else "")) from None
     finally:
         if restore_grad:
