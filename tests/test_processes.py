@@ -105,3 +105,41 @@ def test_other_hashseed_salts_differently():
     out = subprocess.run([sys.executable, "-S", "-c", "print(hash('trainclinic hash probe'))"], env=env,
                          capture_output=True, text=True).stdout.strip()
     assert out != str(hash("trainclinic hash probe"))
+
+
+def _in_fork(fn):
+    """fn() in a forked child (as tools/run_cells.py's fork server runs a notebook); its return value, or its error."""
+    import pickle
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            out = ("value", fn())
+        except BaseException as exc:  # noqa: BLE001
+            out = ("error", f"{type(exc).__name__}: {exc}")
+        os.write(write, pickle.dumps(out))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return pickle.loads(data)
+
+
+def test_an_interpreter_handed_to_forks(nb):
+    """A fork server starts an interpreter once and hands it to each notebook's fork: the forks see it alive and
+    use it in turn; one left with a call running is not idle, and is replaced."""
+    other = processes.Interpreter(hashseed=1)
+    assert other.idle()
+    first = _in_fork(lambda: (other.alive(), processes.run_each([(other, nb["job"], (0,))], timeout=60)[0]["box"]))
+    assert first == ("value", (True, 6)) and other.idle()
+    again = _in_fork(lambda: processes.run_each([(other, nb["job"], (1,))], timeout=60)[0]["box"])
+    assert again == ("value", 6) and other.idle()
+    left = _in_fork(lambda: other.submit(nb["hangs"]) and "sent")  # the fork ends without waiting for the call
+    assert left == ("value", "sent")
+    time.sleep(0.5)
+    assert not other.idle()  # its call still runs: the next fork must not get it
+    other.close()
+    assert not other.alive() and not other.idle()

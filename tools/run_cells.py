@@ -98,8 +98,25 @@ def serve(preload=("torch", "trainclinic", "torch._dynamo", "matplotlib.figure")
             pass
     reply = sys.stdout
     sys.stdout = sys.stderr  # nothing but answers on the reply channel
+    try:
+        from trainclinic import processes
+    except ImportError:
+        processes = None
+    # The fresh interpreters a notebook starts (trainclinic.processes, lesson 09: torch imported in each, seconds)
+    # are started here once, for the PYTHONHASHSEEDs notebooks asked for before, and handed to every fork: each
+    # call still runs in a fork of a pristine interpreter. One left busy or unread (a killed notebook) is replaced.
+    warm, wanted = {}, set()
     for line in sys.stdin:
         job = json.loads(line)
+        if processes is not None:
+            for seed in list(warm):
+                if not warm[seed].idle():
+                    warm.pop(seed).close()
+            for seed in wanted - set(warm):
+                warm[seed] = processes.Interpreter(seed)
+            warm = {seed: it for seed, it in warm.items() if it.idle()}
+            processes._INTERPRETERS.clear()
+            processes._INTERPRETERS.update(warm)
         with tempfile.NamedTemporaryFile("r", suffix=".json") as answer:
             start = time.perf_counter()
             pid = os.fork()
@@ -109,6 +126,9 @@ def serve(preload=("torch", "trainclinic", "torch._dynamo", "matplotlib.figure")
                     os.environ.update(job.get("env", {}))
                     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
                         res = run_notebook(job["path"], grade=True, graded_only=job.get("graded_only", False))
+                    if processes is not None:  # the hashseeds of the interpreters it started itself
+                        res["interpreters"] = [seed for seed, it in processes._INTERPRETERS.items()
+                                               if it.owner == os.getpid() and seed is not None]
                     Path(answer.name).write_text(json.dumps(res))
                 except BaseException:  # noqa: BLE001
                     Path(answer.name).write_text(json.dumps({"crash": traceback.format_exc()[-2000:]}))
@@ -130,6 +150,7 @@ def serve(preload=("torch", "trainclinic", "torch._dynamo", "matplotlib.figure")
             if status is not None:
                 text = Path(answer.name).read_text()
                 res = json.loads(text) if text else {"crash": f"the notebook's process died (wait status {status})"}
+                wanted.update(res.pop("interpreters", []))
             res["wall"] = round(time.perf_counter() - start, 2)
         reply.write(json.dumps(res) + "\n")
         reply.flush()

@@ -248,15 +248,39 @@ class Interpreter:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             cwd=self.dir, start_new_session=True)
         self.started, self.ready = time.monotonic(), False
-        self._calls, self._buffer = 0, b""
+        self._calls, self._buffer, self.owner = 0, b"", os.getpid()
 
     def alive(self):
-        return self.proc.poll() is None
+        """Whether the interpreter runs (asked also from a fork that inherited this object, whose child it is not)."""
+        if os.getpid() == self.owner:
+            return self.proc.poll() is None
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except OSError:
+            return False
+
+    def idle(self, wait=60.0):
+        """Ready for the next call from whichever process holds it (a fork server hands it to its forks): alive,
+        its imports done (waits up to `wait` s), no call running and nothing left unread."""
+        try:
+            if not self.alive():
+                return False
+            if not self.ready:
+                if self._line(self.started + wait) != ["ready"]:
+                    return False
+                self.ready = time.monotonic()
+            if self._buffer or select.select([self.proc.stdout.fileno()], [], [], 0)[0]:
+                return False
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                return not f.read().split()
+        except (OSError, ValueError, ProcessError):
+            return False
 
     def submit(self, fn, *args, **kwargs):
         """Send a call; returns a handle for `result`."""
         self._calls += 1
-        base = os.path.join(self.dir, f"call{self._calls}")
+        base = os.path.join(self.dir, f"call{os.getpid()}-{self._calls}")  # forks sharing it never reuse a name
         with open(base + ".in", "wb") as f:
             f.write(dumps((fn, args, kwargs)))
         self.proc.stdin.write(f"{base}.in {base}.out {base}.log\n")
