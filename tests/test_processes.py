@@ -141,5 +141,14 @@ def test_an_interpreter_handed_to_forks(nb):
     assert left == ("value", "sent")
     time.sleep(0.5)
     assert not other.idle()  # its call still runs: the next fork must not get it
+    with open(f"/proc/{other.proc.pid}/task/{other.proc.pid}/children") as f:
+        call = int(f.read().split()[0])
     other.close()
     assert not other.alive() and not other.idle()
+    time.sleep(0.2)
+    try:  # the running call went with it (it had a process group of its own): gone, or a zombie
+        with open(f"/proc/{call}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z", "X"), f"the call {call} still runs (state {state})"

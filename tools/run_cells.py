@@ -154,6 +154,8 @@ def serve(preload=("torch", "trainclinic", "torch._dynamo", "matplotlib.figure")
             res["wall"] = round(time.perf_counter() - start, 2)
         reply.write(json.dumps(res) + "\n")
         reply.flush()
+    for it in warm.values():
+        it.close()
 
 
 if __name__ == "__main__":

@@ -343,7 +343,17 @@ class Interpreter:
             self.close()
 
     def close(self):
-        """Stop the interpreter."""
+        """Stop the interpreter, and any call still running (each runs in a process group of its own)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                calls = [int(pid) for pid in f.read().split()]
+        except OSError:
+            calls = []
+        for pid in calls:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
