@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from .. import data, models
-from . import CheckFailed, call, check, expect, flat, python_float
+from . import CheckFailed, call, check, expect, flat, param_groups, python_float
 from ..precision import zero_fraction
 
 __all__ = ["check_make_scaler", "check_amp_trains", "check_overflow_skipped", "check_grads_match_fp32",
@@ -177,6 +177,7 @@ class _Watch:
         self.params = list(model.parameters())
         self.steps, self.dtypes, self._handles = [], [], []
         self.loss_dtypes = []  # the dtype of each loss loss_fn returned (see _run)
+        self.loss_autocast = []  # whether autocast was on for the batch's device when loss_fn was called
 
     def __enter__(self):
         from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -245,6 +246,7 @@ def _cross_entropy(output, target):
 def _run(amp_step, model, batch, loss_fn, opt, scaler, what, max_norm=None, dtype=torch.float16):
     with _Watch(model, opt) as watch:
         def watched_loss(*args, **kw):  # the same loss, its dtype recorded (float32 under autocast for cross_entropy)
+            watch.loss_autocast.append(torch.is_autocast_enabled(batch[0].device.type))
             out = loss_fn(*args, **kw)
             watch.loss_dtypes.append(out.dtype if torch.is_tensor(out) else None)
             return out
@@ -299,6 +301,12 @@ def check_amp_trains(amp_step, seed=0, steps=20):
             got, watch = _run(amp_step, model, batch, _cross_entropy, opt, scaler, f"step {i}", dtype=dtype)
             if i == 0:
                 _expect_autocast(watch, device, dtype, "step 0")
+                expect(all(watch.loss_autocast), "where amp_step called loss_fn (step 0)",
+                       f"inside torch.autocast({device.type!r}, ...), with the model's output (3b: the output **and** "
+                       "the loss inside autocast)", "outside the autocast block" if watch.loss_autocast else "never called",
+                       "compute loss = loss_fn(model(inputs), targets) inside the `with torch.autocast(...)` block: "
+                       "autocast runs each op of the loss in the dtype it needs (cross_entropy in float32)"
+                       if watch.loss_autocast else "use the loss_fn amp_step is given")
                 value = python_float(got, "amp_step's return value")
                 expect(abs(value - ref_loss) <= 0.02 * abs(ref_loss) + 1e-3, "amp_step's return value at step 0",
                        f"the loss, about {ref_loss:.4g} (its float32 value)", f"{value:.6g}",
@@ -322,6 +330,15 @@ def check_amp_trains(amp_step, seed=0, steps=20):
         first, last = losses[0], sum(losses[-3:]) / 3
         expect(last < 0.7 * first, f"the loss over {steps} amp_steps ({kind}, {_name(dtype)}, on {device.type})",
                f"to fall below 70% of its start {first:.4g}", f"{last:.4g} at the end")
+        # A small loss: the value returned is that loss, not a rounding of it.
+        m, batch, kind, _ = _setup(seed, device)  # untrained: a loss of about 1, x 1e-6
+        what = "a loss x 1e-6"
+        small = _fp32_grads(m, batch, _tiny(1e-6))[1]
+        got, _ = _run(amp_step, m, batch, _tiny(1e-6), _optimizer(kind, m.parameters(), lr=0.2), _scaler(device), what,
+                      dtype=dtype)
+        value = python_float(got, f"amp_step's return value on {what}")
+        expect(abs(value - small) <= 5e-2 * abs(small), f"amp_step's return value on {what}",
+               f"the loss, about {small:.4g}", f"{value:.6g}", "return loss.item() as it is (not rounded, not scaled)")
         # A disabled scaler (GradScaler(enabled=False), as bfloat16 allows): amp_step still computes under autocast.
         model, batch, kind, _ = _setup(seed, device)
         opt = _optimizer(kind, model.parameters(), lr=0.2)
@@ -335,6 +352,11 @@ def check_amp_trains(amp_step, seed=0, steps=20):
         expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one (scaler.step(optimizer) "
                "calls optimizer.step() when the scaler is disabled)", len(watch.steps),
                "call scaler.step(optimizer) once per amp_step")
+        bad = [n for n, p in model.named_parameters() if p.dtype != torch.float32]
+        expect(not bad, f"the dtype of the weights after amp_step with {what}", "float32, as with an enabled scaler "
+               "(a disabled scaler turns the loss scaling off, nothing else)",
+               f"{', '.join(f'{n}: {_name(dict(model.named_parameters())[n].dtype)}' for n in bad[:2])}",
+               "never .half() or .to(bfloat16) the model: the optimizer must step float32 master weights")
         seen.append(f"{device.type}: {first:.3g} -> {last:.3g} in {_name(dtype)}, {stepped} steps")
     return (f"autocast on the batch's device (also with a disabled scaler), float32 weights, loss returned as a float "
             f"and falling ({'; '.join(seen)})")
@@ -356,8 +378,10 @@ def check_overflow_skipped(amp_step, seed=0):
             raise RuntimeError(f"check_overflow_skipped's overflow batch does not overflow on torch {torch.__version__}")
         start = [p.detach().clone() for p in model.parameters()]
         before = scaler.get_scale()
-        what = "a batch whose float16 activations overflow (inputs x 1e5)"
-        _, watch = _run(amp_step, model, (big, y), _cross_entropy, opt, scaler, what, dtype=torch.float16)
+        clip = 1.0 if seed else None  # hidden: with clipping on, the overflowing step is still skipped, not an error
+        what = "a batch whose float16 activations overflow (inputs x 1e5)" + (f", max_norm={clip:g}" if clip else "")
+        _, watch = _run(amp_step, model, (big, y), _cross_entropy, opt, scaler, what, max_norm=clip,
+                        dtype=torch.float16)
         _expect_autocast(watch, device, torch.float16, what)
         moved = [n for (n, p), s in zip(model.named_parameters(), start) if not torch.equal(p.detach(), s)]
         expect(not moved, f"the weights after amp_step on {what}", "exactly as they were (the step skipped)",
@@ -429,6 +453,7 @@ def check_grads_match_fp32(amp_step, seed=0):
             got, watch = _run(amp_step, m, batch, loss_fn, opt, scaler, f"{what}, {_name(half)}", dtype=half)
             expect(len(watch.steps) == 1, f"optimizer steps in amp_step on {what}", "exactly one", len(watch.steps),
                    _steps_hint(watch, scale, scaler.get_scale()))
+
             grads = watch.steps[0]
             err = _rel(grads, want, list(m.parameters()))
             zeros, zeros32 = zero_fraction(grads), zero_fraction(want)
@@ -464,7 +489,8 @@ def check_clip_unscaled(amp_step, seed=0):
         norms = (round(norm * (0.2 + 0.1 * (seed % 3)), 4), round(norm * 3, 4)) + ((0.0,) if seed else ())
         for max_norm in norms:  # 0.0 (hidden): a max_norm given, all gradients clipped to nothing (not `if max_norm:`)
             m = copy.deepcopy(model)
-            opt = _optimizer(kind, m.parameters(), lr=0.01)
+            # hidden: two parameter groups (weights, biases): the total norm is the model's, not a group's
+            opt = _optimizer(kind, param_groups(m.parameters()) if seed else m.parameters(), lr=0.01)
             what = f"max_norm={max_norm:g} (the float32 gradient norm is {norm:.4g})"
             scaler = _scaler(device)
             scale = scaler.get_scale()
