@@ -159,9 +159,11 @@ with tc.accelerator(device) as gpu:
 # Write three small functions. Each is checked on this machine's device, on the CPU, and (without a GPU) on the
 # simulated `cuda:0`, so a tensor left on the CPU is caught even here.
 #
-# **3a.** `to_device(batch, device)`: return the batch with **every tensor** moved to `device`. A batch can be a
-# tuple, a list or a dict; keep its type (a tuple stays a tuple, a list a list, a dict a dict), and leave
-# non-tensor items (ids, strings, numbers) as they are: the same objects, not copies.
+# **3a.** `to_device(batch, device)`: return the batch with **every tensor** moved to `device` (only its device
+# changes: its dtype and values stay). A batch can be a tuple, a list or a dict; keep its type (a tuple stays a
+# tuple, a list a list, a dict a dict), and leave non-tensor items (ids, strings, numbers, NumPy arrays) as they
+# are: not converted, not deep-copied (a mover that recurses into nested lists and dicts may hand those back
+# rebuilt, holding the same items).
 
 # %% nbgrader={"grade": false, "grade_id": "to_device", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def to_device(batch, device):
@@ -195,9 +197,10 @@ def class_weighted_loss(logits, targets, class_counts):
 # loss, backpropagate, step with the `optimizer` you are given (its learning rate, momentum and state are the caller's
 # choice), and return the loss as a Python float (`loss.item()`). Change nothing else of the caller's: the labels
 # keep their dtype (the `loss_fn` may take class indices or float targets), frozen parameters stay frozen, the
-# optimizer keeps its parameter groups and state, the model stays in training mode, and global settings (autograd,
-# anomaly detection, the random seed, matmul precision) are as they were: autograd is on when `train_step` is called
-# and must still be on when it returns.
+# optimizer keeps its parameter groups and state, the model stays in training mode (its forward in the step too),
+# and global settings (autograd, anomaly detection, the random seed, matmul precision) are as they were, the
+# caller's values, which need not be PyTorch's defaults: autograd is on when `train_step` is called and must still
+# be on when it returns.
 
 # %% nbgrader={"grade": false, "grade_id": "train_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_step(model, batch, loss_fn, optimizer, device):

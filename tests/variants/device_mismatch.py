@@ -834,3 +834,32 @@ BLIND7 = {  # blind round 7: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND7.items():
     VARIANTS[f"blind7_{_name}"] = _spec
+
+BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
+    # a recursion that rebuilds every list/tuple/dict it meets (a list of ids comes back as an equal new list): the
+    # writer expected check_to_device lost ('the same objects, not copies'); correct by the text now made precise
+    # (non-tensor items not converted, not deep-copied; a mover that recurses into nested lists and dicts may hand
+    # those back rebuilt, holding the same items), like torch.utils._pytree.tree_map and blind1_to_device_recursive
+    'to_device_recursion_copies_nested_lists': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    if isinstance(batch, torch.Tensor):\n        return batch.to(device)\n    if isinstance(batch, dict):\n        return {k: to_device(v, device) for k, v in batch.items()}\n    if isinstance(batch, list):\n        return [to_device(v, device) for v in batch]\n    if isinstance(batch, tuple):\n        return tuple(to_device(v, device) for v in batch)\n    return batch\n'},
+        'lost': {}},
+    # float64 tensors come back float32 (integer and float32 tensors are untouched, so the lesson's own float32 batc
+    'to_device_float64_downcast': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    def move(t):\n        if not isinstance(t, torch.Tensor):\n            return t\n        if t.dtype == torch.float64:       # MPS has no float64, so play safe everywhere\n            t = t.float()\n        return t.to(device)\n    if isinstance(batch, dict):\n        return {k: move(v) for k, v in batch.items()}\n    return type(batch)(move(v) for v in batch)\n'},
+        'lost': {'check_to_device': "batch[0] in to_device's result for a tuple batch", 'check_train_step': '`train_step` raised RuntimeError'}},
+    # weights above 10 are capped: for a class rarer than 1/(10 * n_classes) of the data (strongly imbalanced counts
+    'cwl_clamped_weights': {'cells': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n    """Cross-entropy with balanced class weights, built on the logits\' device."""\n    n_total, n_classes = sum(class_counts), len(class_counts)\n    weight = torch.tensor([n_total / (n_classes * c) for c in class_counts],\n                          device=logits.device, dtype=logits.dtype)\n    weight = weight.clamp(max=10.0)          # a very rare class should not blow the loss up\n    return nn.functional.cross_entropy(logits, targets, weight=weight)\n'},
+        'lost': {'check_class_weighted_loss': 'the loss for float32 logits on cpu'}},
+    # adds a parameter group to the caller's optimizer for every model parameter it does not hold (a backbone the ca
+    'train_step_adds_missing_param_groups': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    held = {id(p) for group in optimizer.param_groups for p in group["params"]}\n    missing = [p for p in model.parameters() if p.requires_grad and id(p) not in held]\n    if missing:                           # make sure every trainable weight gets updated\n        optimizer.add_param_group({"params": missing})\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_train_step': "the optimizer's parameter groups after train_step"}},
+    # the forward of the training step runs in eval mode: with dropout or BatchNorm the loss (and the gradient, and 
+    'train_step_forward_in_eval_mode': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    model.eval()                          # a stable loss value for the log (no dropout noise)\n    loss = loss_fn(model(inputs), labels)\n    model.train()\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_train_step': "the model's mode during train_step's forward (model(...))"}},
+    # the matmul precision is put back to PyTorch's default ('highest'), not to what the caller had: a caller who se
+    'train_step_precision_reset_to_highest': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    torch.set_float32_matmul_precision("high")        # TF32 matmuls: faster on Ampere and later\n    try:\n        inputs, labels = batch\n        inputs, labels = inputs.to(device), labels.to(device)\n        optimizer.zero_grad()\n        loss = loss_fn(model(inputs), labels)\n        loss.backward()\n        optimizer.step()\n    finally:\n        torch.set_float32_matmul_precision("highest")  # back to PyTorch\'s default\n    return loss.item()\n'},
+        'lost': {'check_train_step': "torch's global settings when train_step returns, for a caller that had set"}},
+    # a tensor copied to another device under inference_mode is an inference tensor: the model's Linear must save it
+    'train_step_move_in_inference_mode': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    with torch.inference_mode():                      # moving data needs no autograd\n        inputs, labels = (t.to(device) for t in batch)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_train_step': 'inference tensors (tensor.is_inference()'}},
+}
+for _name, _spec in BLIND8.items():
+    VARIANTS[f"blind8_{_name}"] = _spec

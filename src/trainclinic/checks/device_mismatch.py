@@ -53,14 +53,18 @@ def _sample_batches(seed):
     """A tuple, a list and a dict batch: inputs, labels, a third tensor, and non-tensor items, swept by seed."""
     g, pick = _sweep(seed)
     n = pick([1, 2, 3, 5, 6, 8]) if seed else 6
-    x = torch.randn(n, pick([3, 4, 7]), generator=g).to(pick([torch.float32, torch.float64, torch.bfloat16]) if seed
-                                                          else torch.float32)
+    floats = [torch.float64, torch.bfloat16, torch.float32]  # seeds 1, 2, 3, ...: the inputs' dtype cycles
+    x = torch.randn(n, pick([3, 4, 7]), generator=g).to(floats[(seed - 1) % 3] if seed else torch.float32)
     y = torch.randint(0, 3, (n,), generator=g)
-    w = torch.rand(n, generator=g) if seed % 2 else torch.rand(n, generator=g) > 0.5  # weights, or a bool mask
+    # odd seeds: float weights in a dtype the inputs do not have (float64 and bfloat16 both occur in a seed's batch:
+    # a mover that converts one of them, e.g. float64 to float32 "for MPS", shows), even seeds a bool mask
+    other = torch.bfloat16 if x.dtype == torch.float64 else torch.float64
+    w = torch.rand(n, generator=g).to(other) if seed % 2 else torch.rand(n, generator=g) > 0.5
     ids = [f"id{i}" for i in range(n)]
     tup = (x, y, w) if seed % 3 != 1 else (x, y, "train", w)
     lst = [x, y, w, ids] if seed % 2 == 0 else [ids, x, y, w, 3]
-    scalar = torch.tensor(0.5, dtype=x.dtype) if seed % 2 else torch.tensor(seed + 3)  # a 0-d tensor is a tensor too
+    # a 0-d tensor is a tensor too: an int one on seed 0, on other seeds a float one in a dtype the inputs lack
+    scalar = torch.tensor(0.5, dtype=other) if seed else torch.tensor(seed + 3)
     raw = np.arange(n, dtype=np.int64)  # a NumPy array from the dataset: not a tensor, so it stays as it is
     dct = {"inputs": x, "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None, "step": scalar, "index": raw}
     return [tup, lst, dct]
@@ -149,8 +153,12 @@ def _verify_moved(to_device, batch, device, real=True, reached=()):
         raise CheckFailed(f"to_device's result for a {kind} batch: expected every tensor on {device} (the `device` "
                           f"argument), observed {names}.")
     for label, value, moved in tensors:
-        expect(moved.dtype == value.dtype and moved.shape == value.shape, label,
-               f"dtype {value.dtype} and shape {tuple(value.shape)} kept", f"{moved.dtype}, {tuple(moved.shape)}")
+        expect(moved.dtype == value.dtype, f"{label} in to_device's result for a {kind} batch",
+               f"dtype {_name(value.dtype)} kept (only the device changes)", f"{_name(moved.dtype)}",
+               "move each tensor with .to(device) alone: its dtype is the caller's (a float64 model needs its "
+               "float64 data, a bfloat16 one its bfloat16 data).")
+        expect(moved.shape == value.shape, f"{label} in to_device's result for a {kind} batch",
+               f"shape {tuple(value.shape)} kept", f"{tuple(moved.shape)}")
         if real:
             expect(torch.equal(moved.cpu(), value.cpu()), label, "the same values", "different values")
 
@@ -202,11 +210,18 @@ def _loss_case(seed, n=None, classes=None):
     n = n or (10 if not seed else pick([1, 2, 5, 7, 10, 16]))
     while True:
         counts = (torch.randperm(55, generator=g)[:classes] + 5).tolist()
+        if seed % 4 == 1:  # strongly imbalanced: a class of 1-3 samples next to one of thousands, so the weights
+            counts[0] = pick([1, 2, 3])  # span from below 1/n_classes to far above 10 (a cap or floor shows)
+            counts[-1] = 1000 * pick([2, 3, 5]) + counts[-1]
         if any((sum(counts) / (classes * c)) % 1 for c in counts):
             break
     dtypes = [torch.float32] if not seed else [torch.float32, pick([torch.float64, torch.bfloat16])]
+    if seed % 4 == 1:
+        n = max(n, 5)  # a batch that holds the rare class and others: weights of absent classes have no effect
     logits = torch.randn(n, classes, generator=g) * 2
     targets = torch.randint(0, classes, (n,), generator=g)
+    if seed % 4 == 1:
+        targets[0], targets[1] = 0, classes - 1  # the rarest class and the most common one
     return counts, logits, targets, dtypes
 
 
@@ -313,7 +328,7 @@ def _step_case(seed, batch_size=None):
     elif soft:
         y = torch.softmax(torch.randn(n, classes, generator=g) * 2, dim=1).to(dtype)
     return (dict(inputs=inputs, hidden=hidden, classes=classes, dtype=dtype, weighted=weighted, soft=soft, lr=lr,
-                 nesterov=bool(seed % 2)), (x.to(dtype), y))
+                 nesterov=bool(seed % 2), partial=bool(seed % 2)), (x.to(dtype), y))
 
 
 def _loss_fn(case):
@@ -340,14 +355,18 @@ def _optimizer(case, params):
 def _describe(case):
     nesterov = ", Nesterov" if case["nesterov"] else ""
     return (f"SGD(lr={case['lr']}, momentum=0.9{nesterov}, weight_decay=0.01) with the momentum buffer of an earlier "
-            "step")
+            "step" + (", over every parameter but model[2]'s (the caller's choice: those must not move)"
+                      if case["partial"] else ""))
 
 
 def _setup(case, seed, device):
     """The model and the optimizer train_step is given, after one earlier step (the optimizer has state); then the
-    caller froze the first layer (requires_grad=False), which the optimizer still holds, as in fine-tuning."""
+    caller froze the first layer (requires_grad=False), which the optimizer still holds, as in fine-tuning. On odd
+    seeds the optimizer does not hold model[2]'s parameters, which still require grad (the caller trains them
+    another way, or not at all): a step must not add them."""
     model = _model(case, seed, device)
-    opt = _optimizer(case, model.parameters())
+    opt = _optimizer(case, [p for name, p in model.named_parameters()
+                            if not (case["partial"] and name.startswith("2."))])
     for k, p in enumerate(model.parameters()):
         p.grad = torch.full_like(p, 0.2 if k % 2 else -0.1)
     opt.step()
@@ -422,8 +441,75 @@ def _rng_changed(before, after):
     return " and ".join(changed)
 
 
+def _groups(opt):
+    """The optimizer's parameter groups: (ids of the parameters, the other settings) of each."""
+    return [([id(p) for p in g["params"]], {k: v for k, v in g.items() if k != "params"}) for g in opt.param_groups]
+
+
+def _groups_changed(before, after, names):
+    """What changed in the parameter groups, in words, or ''."""
+    if len(after) != len(before):
+        extra = [f"{len(ids)} tensors ({', '.join(names.get(i, 'not the model') for i in ids[:4])}"
+                 f"{' ...' if len(ids) > 4 else ''})" for ids, _ in after[len(before):]]
+        return (f"{len(after)} groups, not {len(before)}" + (f": a group was added with {'; '.join(extra)}" if extra
+                                                             else ""))
+    for k, ((ids_b, opts_b), (ids_a, opts_a)) in enumerate(zip(before, after)):
+        if ids_a != ids_b:
+            added = [names.get(i, "a tensor not of the model") for i in ids_a if i not in ids_b]
+            gone = [names.get(i, "a tensor not of the model") for i in ids_b if i not in ids_a]
+            return (f"group {k} holds other parameters" + (f": added {', '.join(added[:4])}" if added else "")
+                    + (f"; removed {', '.join(gone[:4])}" if gone else ""))
+        diff = [f"{key}: {opts_b.get(key)!r} -> {opts_a.get(key)!r}" for key in opts_b.keys() | opts_a.keys()
+                if not (key in opts_a and key in opts_b and _same(opts_a[key], opts_b[key]))]
+        if diff:
+            return f"group {k}'s settings changed: {'; '.join(sorted(diff))}"
+    return ""
+
+
+def _same(a, b):
+    try:
+        return bool(a == b) if not (torch.is_tensor(a) or torch.is_tensor(b)) else bool(torch.equal(
+            torch.as_tensor(a), torch.as_tensor(b)))
+    except Exception:  # noqa: BLE001 (values that do not compare: count them as changed only if not the same object)
+        return a is b
+
+
 def _times(k):
     return "once" if k == 1 else f"{k} times"
+
+
+_DEFAULTS = {"torch.get_float32_matmul_precision()": "highest", "torch.are_deterministic_algorithms_enabled()":
+             (False, False), "torch.backends.cuda.matmul.allow_tf32": False}
+
+
+def _caller_settings(train_step, case, seed, batch, loss_fn):
+    """One more step, on the CPU, for a caller with global settings of its own (not PyTorch's defaults): they must
+    be the caller's when train_step returns, also when train_step changes one for its own use (restored to the
+    default, not to what it found, is a change)."""
+    precision = "high" if seed % 2 == 0 else "medium"
+    caller = {"torch.get_float32_matmul_precision()": precision,
+              "torch.are_deterministic_algorithms_enabled()": (True, True)}
+    saved = settings()
+    model, opt = _setup(case, seed, torch.device("cpu"))
+    try:
+        restore_settings(caller)
+        given = settings()
+        call(train_step, model, [t.clone() for t in batch], loss_fn, opt, torch.device("cpu"), name="train_step",
+             where=f"(on cpu) for a caller that had set torch.set_float32_matmul_precision({precision!r}) and "
+                   f"torch.use_deterministic_algorithms(True, warn_only=True)")
+        after = settings()
+    finally:
+        restore_settings(saved)
+    changed = [k for k in given if after[k] != given[k]]
+    to_default = [k for k in changed if k in _DEFAULTS and after[k] == _DEFAULTS[k]]
+    expect(not changed, "torch's global settings when train_step returns, for a caller that had set "
+           f"torch.set_float32_matmul_precision({precision!r}) and torch.use_deterministic_algorithms(True, "
+           "warn_only=True)", "the caller's, as they were when train_step was called",
+           "; ".join(f"{k}: {given[k]!r} -> {after[k]!r}{' (PyTorch default)' if k in to_default else ''}"
+                     for k in changed),
+           "put back what the caller had (read it before changing it, e.g. torch.get_float32_matmul_precision(), "
+           "and set that value back in a finally:), not PyTorch's default." if to_default else
+           "a step changes no global setting: each one stays in force for all the caller's later code.")
 
 
 @check("train_step")
@@ -443,8 +529,12 @@ def check_train_step(train_step, seed=0, batch_size=None):
                 p.grad = None  # a frozen parameter never has a gradient
         steps, reached = [], []  # optimizer.step() calls; gradients computed for a parameter by backward
         handles = [opt.register_step_post_hook(lambda *args: steps.append(1))]
-        forwards = []  # model(...) calls (a direct model.forward(...) runs no hook and is not counted)
-        handles.append(model.register_forward_pre_hook(lambda *args: forwards.append(1)))
+        # model(...) calls, each as whether the model was in training mode (a direct model.forward(...) runs no hook
+        # and is not counted)
+        forwards = []
+        handles.append(model.register_forward_pre_hook(
+            lambda module, args: forwards.append(all(m.training for m in module.modules()))))
+        groups, names = _groups(opt), {id(p): name for name, p in model.named_parameters()}
         modes = {name: m.training for name, m in model.named_modules()}
         others = settings()
         handles += [p.register_hook(lambda grad: reached.append(1)) for p in model.parameters() if p.requires_grad]
@@ -463,6 +553,7 @@ def check_train_step(train_step, seed=0, batch_size=None):
                 rng_before, _rng_states())
             others_after = settings()
             modes_after = {name: m.training for name, m in model.named_modules()}
+            groups_changed = _groups_changed(groups, _groups(opt), names)
         finally:
             restore_settings(others)
             torch.set_grad_enabled(grad_mode)
@@ -495,6 +586,11 @@ def check_train_step(train_step, seed=0, batch_size=None):
                                                                       else f" in layers {flipped[:4]}"),
                "leave the mode as the caller set it: code that switches to eval() (to measure something) must "
                "switch back with model.train()")
+        expect(not forwards or any(forwards), "the model's mode during train_step's forward (model(...))",
+               "training mode, as the caller set it: a training step computes its loss in training mode",
+               "eval mode (model.training was False when model(...) was called)",
+               "leave the model in training mode for the step's forward: in eval mode dropout is off and BatchNorm "
+               "uses its running statistics, so the loss and the gradients are not those of a training step.")
         reseeded = seed_after != seed_before
         expect(not rng_changed, "the global random state after train_step",
                "unchanged: this check's model has no dropout and its batch is given, so a step draws no random "
@@ -507,6 +603,12 @@ def check_train_step(train_step, seed=0, batch_size=None):
                "after train_step", f"still frozen ({', '.join(frozen)})", f"requires_grad=True on {', '.join(unfrozen)}",
                "leave requires_grad as the caller set it: a frozen parameter that gets a gradient is moved by the "
                "optimizer, which holds it too.")
+        expect(not groups_changed, "the optimizer's parameter groups after train_step",
+               "the groups it was given, unchanged (which parameters it steps, and with which settings, is the "
+               "caller's choice)", groups_changed,
+               "step with the optimizer as it is: a parameter it does not hold is not the step's to train (the "
+               "caller trains it another way, or not at all)." if "added" in groups_changed else
+               "step with the optimizer as it is given: its groups and their settings are the caller's.")
         expect(isinstance(got, float) and not isinstance(got, bool), "train_step's return value",
                "the loss as a Python float (loss.item())", type(got).__name__,
                "a tensor keeps its whole graph alive; return loss.item().")
@@ -552,21 +654,42 @@ def check_train_step(train_step, seed=0, batch_size=None):
                "new dropout masks, so a second one changes the model the caller trains; compute the loss (and "
                "anything else you want) from the one forward")
 
+    _caller_settings(train_step, case, seed, batch, loss_fn)
     model = _model(case, seed, torch.device("cpu"))  # real tensors: the simulation makes its fake twins
     reached = []  # what the simulation could not follow, if anything
 
     def probe(sim):
         fake = sim.model(model)
         opt = _optimizer(case, fake.parameters())
-        losses = []
+        losses, inference = [], []  # inference: (where, which) for each inference tensor the step passed on
+
+        def note(where, args, kwargs):
+            tensors = [("inputs" if where == "model(...)" else ("predictions", "labels")[k] if k < 2 else
+                        f"argument {k}", a)
+                       for k, a in enumerate(list(args) + list(kwargs.values()))]
+            inference.extend(f"the {which} of {where}" for which, a in tensors
+                             if torch.is_tensor(a) and a.is_inference())
+
+        handle = fake.register_forward_pre_hook(lambda module, args: note("model(...)", args, {}))
 
         def watched_loss_fn(*args, **kwargs):
+            note("loss_fn", args, kwargs)
             out = loss_fn(*args, **kwargs)
             losses.append(out)
             return out
 
-        call(train_step, fake, [t.clone() for t in batch], watched_loss_fn, opt, sim.device, name="train_step",
-             where="with the model on a simulated cuda:0 and the batch on the CPU")
+        try:
+            call(train_step, fake, [t.clone() for t in batch], watched_loss_fn, opt, sim.device, name="train_step",
+                 where="with the model on a simulated cuda:0 and the batch on the CPU")
+        finally:
+            handle.remove()
+        expect(not inference, "the tensors train_step passed on with the model on a simulated cuda:0 (the batch on "
+               "the CPU)", "ordinary tensors, which autograd can save for backward",
+               f"inference tensors (tensor.is_inference(): made under torch.inference_mode()) as "
+               f"{' and '.join(dict.fromkeys(inference))}: on a real GPU, where .to(device) makes new tensors, autograd "
+               f"cannot save them for backward and raises RuntimeError: Inference tensors cannot be saved for backward",
+               "move the batch outside torch.inference_mode(): the moved tensors take part in the step's autograd. "
+               "(On the CPU .to('cpu') returns the tensor itself, which is why it works there.)")
         if sim.backward_calls == 0 and losses:
             # the simulation has no data: .item() gives nan there, so code that branches on the loss's value
             # (e.g. skipping a non-finite loss) takes another path than on real data
