@@ -333,3 +333,54 @@ def test_blank_fails_every_check():
                   checks.check_train_epoch):
         with pytest.raises(CheckFailed, match="not written yet"):
             check(blank)
+
+
+def test_hidden_train_case_has_more_than_ten_batches():
+    """A mean over the last 10 batches only must show on a hidden seed: odd seeds run 11 or more batches."""
+    for seed in (1, 3):
+        c = checks.case(seed, train=True)
+        assert c["n"] // c["batch_size"] > 10
+    c = checks.case(0, train=True)
+    assert (c["n"], c["batch_size"]) == (52, 16)  # the visible case is the lesson's
+
+
+def probing_train_epoch(model, loader, optimizer):
+    """Correct: an eval-mode accuracy probe under no_grad after each step is not a training step."""
+    losses = []
+    for x, y in _moved(model, loader):
+        model.train()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        model.eval()
+        with torch.no_grad():
+            model(x)
+        model.train()
+    return sum(losses) / len(losses)
+
+
+def statement_evaluate(model, loader):
+    """Wrong: autograd switched by statements, so a caller with autograd off gets it back on."""
+    was = model.training
+    model.eval()
+    torch.set_grad_enabled(False)
+    correct = total = 0
+    for x, y in _moved(model, loader):
+        correct += (model(x).argmax(1) == y).sum().item()
+        total += len(y)
+    torch.set_grad_enabled(True)
+    model.train(was)
+    return correct / total
+
+
+def test_no_grad_probes_between_steps_pass_and_grad_mode_is_kept_as_found():
+    for seed in (0, 1):
+        checks.check_train_epoch(probing_train_epoch, seed=seed)
+    with pytest.raises(CheckFailed, match="when called with autograd off"):
+        checks.check_evaluate_no_grad(statement_evaluate)
+    assert torch.is_grad_enabled()
+    with torch.no_grad():
+        checks.check_evaluate_no_grad(evaluate)
+        assert not torch.is_grad_enabled()

@@ -237,3 +237,30 @@ def test_failure_names_an_explosion_and_a_dead_net():
     line = gradients.failure(stuck, guess=1.0986, model=model, inputs=batch()[0])
     assert line.startswith("not learning: loss 1.1 after 2 steps") and "ReLU layer 3 is dead" in line
     assert gradients.failure({"step": [0], "loss": [0.3], "grad_norm": [1.0]}, guess=1.0986) is None
+
+
+def test_no_gradients_dtypes_and_eval_mode_nets():
+    """A model with no gradients gives (0.0, {}); converting the model is caught; a net is trained as returned."""
+    unguarded = ("def grad_norms(model):\n"
+                 "    grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
+                 "    layers = {n: torch.cat([p.grad.flatten() for p in m.parameters(recurse=False) if p.grad is not None])"
+                 ".norm().item() for n, m in model.named_modules() if any(p.grad is not None for p in m.parameters(recurse=False))}\n"
+                 "    return torch.stack([g.norm() for g in grads]).norm().item(), layers\n")
+    with pytest.raises(CheckFailed, match="no gradients at all"):
+        checks.check_grad_norms(namespace([unguarded])["grad_norms"])
+    upcast = ("_ref = grad_norms\n"
+              "def grad_norms(model):\n"
+              "    model.float()\n"
+              "    return _ref(model)\n")
+    with pytest.raises(CheckFailed, match="dtypes of the model's parameters and gradients"):
+        checks.check_grad_norms(namespace([upcast])["grad_norms"])
+    in_eval = ("def build_deep_net(inputs, hidden, outputs, depth):\n"
+               "    layers, width = [], inputs\n"
+               "    for _ in range(depth):\n"
+               "        layers += [nn.Linear(width, hidden), nn.BatchNorm1d(hidden), nn.ReLU()]\n"
+               "        width = hidden\n"
+               "    return nn.Sequential(*layers, nn.Linear(width, outputs)).eval()\n")
+    with pytest.raises(CheckFailed, match="came back in eval mode"):
+        checks.check_build_deep_net(namespace([in_eval])["build_deep_net"])
+    trained = in_eval.replace(".eval()", "")
+    checks.check_build_deep_net(namespace([trained])["build_deep_net"])

@@ -240,8 +240,10 @@ watch(tc.mlp(8, 32, 3, depth=10, activation=nn.Sigmoid).to(device), lr=0.05, ste
 # - `total`: the L2 norm of **all** the model's gradients, each parameter counted once (a weight shared by two layers
 #   is in both layers' entries, but once in the total), as `torch.nn.utils.clip_grad_norm_` measures it (it returns
 #   that norm; from torch 2.6, `torch.nn.utils.get_total_norm` computes it alone).
+# - a model with no gradients at all (before its first backward pass) gives `(0.0, {})`, as `clip_grad_norm_` does.
 #
-# Return Python floats (`.item()`), not tensors, and leave the gradients untouched, even when they are not finite
+# Return Python floats (`.item()`), not tensors, and leave the model and its gradients untouched (values and dtypes:
+# measure, do not convert), even when they are not finite
 # (the dashboard measures exploded steps too: a norm of `inf` is a reading, not a reason to change them). The checks
 # try many small models: other widths and depths, frozen and shared layers, an `inf` gradient, float32, float64 and
 # bfloat16.
@@ -288,8 +290,9 @@ def clipped_step(model, batch, loss_fn, optimizer, max_norm):
 # **3c.** `build_deep_net(inputs, hidden, outputs, depth)`: the vanishing net was
 # `tc.mlp(inputs, hidden, outputs, depth=depth, activation=nn.Sigmoid)`. Build a network just as deep (at least `depth`
 # hidden `nn.Linear` layers of width `hidden`, then an output layer) whose gradients reach its first layer. The check
-# measures the ratio of the first `nn.Linear`'s gradient norm to the last one's (it must be at least `1e-2`), then
-# trains it with plain SGD (`lr=0.05`, 80 steps) and expects the loss to fall below half the constant-guess loss. It
+# uses the net as your function returns it, in the mode it is in (it does not call `model.train()`): it measures the
+# ratio of the first `nn.Linear`'s gradient norm to the last one's (it must be at least `1e-2`), then trains it with
+# plain SGD (`lr=0.05`, 80 steps) and expects the loss to fall below half the constant-guess loss. It
 # calls your function with other sizes too (`inputs`, `hidden`, `outputs`, `depth`): use the arguments.
 # Any of the classic fixes works: ReLU with He initialisation (`nn.init.kaiming_normal_`), residual connections,
 # or normalisation layers.

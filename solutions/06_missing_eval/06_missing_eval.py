@@ -185,7 +185,7 @@ model.train();
 # prediction is the argmax of the logits. It must:
 # - switch the model to eval mode (Dropout off, BatchNorm using its running statistics);
 # - run with gradient tracking off, inside a block (`with torch.no_grad():` or `torch.inference_mode()`), so that
-#   autograd is back on when `evaluate` returns;
+#   autograd is as it was when `evaluate` returns: back on in a training loop, still off for a caller that had it off;
 # - move each batch to the model's device (`next(model.parameters()).device`): the loader yields CPU tensors, and
 #   the model may sit on a GPU;
 # - leave the model in the mode it found it: back to training mode if it was training, still in eval mode if it
@@ -216,8 +216,8 @@ def evaluate(model, loader):
 # tensor holds that batch's autograd graph, and adding them up keeps every batch's graph alive until the epoch ends.
 # The model may arrive **in eval mode**, whole or in part (your `evaluate` at the end of the previous epoch leaves it as
 # it found it, but other code may not; `model.training` is the top module's flag only, and may be `True` while its
-# layers are in eval mode): make sure every step trains in training mode, every layer of it. Move each batch to the
-# model's device.
+# layers are in eval mode): make sure every step trains in training mode, every layer of it (a forward pass under
+# `torch.no_grad()` between steps, e.g. to measure, is not a step). Move each batch to the model's device.
 
 # %% nbgrader={"grade": false, "grade_id": "train_epoch", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_epoch(model, loader, optimizer):

@@ -372,3 +372,17 @@ BLIND4 = {
 }
 for _name, (_cell, _source, _lost) in BLIND4.items():
     VARIANTS[f"blind4_{_name}"] = {"cells": {_cell: _source}, "lost": _lost}
+
+BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
+    # crashes (torch.stack of an empty list) on a model none of whose parameters has a .grad: parameters with .grad 
+    'gn_stack_of_no_norms_crashes': {'cells': {'grad_norms': 'import torch\n\n\ndef grad_norms(model):\n    """(total gradient norm, {layer name: gradient norm of that layer\'s own parameters})."""\n    layers = {}\n    for name, module in model.named_modules():\n        grads = [p.grad for p in module.parameters(recurse=False) if p.grad is not None]\n        if grads:\n            layers[name] = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()\n    grads = [p.grad for p in model.parameters() if p.grad is not None]\n    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()\n    return total, layers\n'},
+        'lost': {'check_grad_norms': 'no gradients at all (every .grad None'}},
+    # (get_total_norm -> vector_norm: torch 2.4 lacks it) model.float() on a bfloat16 model converts its parameters and their gradients to float32: 'leave the gradients
+    'gn_upcasts_low_precision_model_to_float32': {'cells': {'grad_norms': 'import torch\n\n\ndef grad_norms(model):\n    """(total gradient norm, {layer name: gradient norm of that layer\'s own parameters})."""\n    if any(p.dtype in (torch.float16, torch.bfloat16) for p in model.parameters()):\n        model.float()                       # measure low-precision gradients in float32\n    layers = {}\n    for name, module in model.named_modules():\n        grads = [p.grad for p in module.parameters(recurse=False) if p.grad is not None]\n        if grads:\n            layers[name] = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads])).item()\n    grads = [p.grad for p in model.parameters() if p.grad is not None]\n    total = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads])).item() if grads else 0.0\n    return total, layers\n'},
+        'lost': {'check_grad_norms': "the dtypes of the model's parameters and gradients after grad_norms"}},
+    # returned in eval mode, its BatchNorm layers use their untouched running statistics (an identity) and never lea
+    'bd_batchnorm_relu_returned_in_eval_mode': {'cells': {'build_deep_net': 'from torch import nn\n\n\ndef build_deep_net(inputs, hidden, outputs, depth):\n    """A `depth`-layer MLP whose gradients reach its first layer."""\n    layers, width = [], inputs\n    for _ in range(depth):\n        layers += [nn.Linear(width, hidden), nn.BatchNorm1d(hidden), nn.ReLU()]\n        width = hidden\n    layers.append(nn.Linear(width, outputs))\n    return nn.Sequential(*layers).eval()           # ready to use\n'},
+        'lost': {'check_build_deep_net': 'the net came back in eval mode (BatchNorm1d'}},
+}
+for _name, _spec in BLIND8.items():
+    VARIANTS[f"blind8_{_name}"] = _spec

@@ -381,3 +381,17 @@ BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND6.items():
     VARIANTS[f"blind6_{_name}"] = _spec
+
+BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
+    # correct
+    'te_eval_mode_accuracy_probe_then_back_to_training': {'cells': {'train_epoch': 'import torch\nfrom torch.nn import functional as F\n\n\ndef train_epoch(model, loader, optimizer):\n    """One epoch in training mode; returns the mean batch loss."""\n    device = next(model.parameters()).device\n    losses, accuracies = [], []\n    for x, y in loader:\n        x, y = x.to(device), y.to(device)\n        model.train()\n        optimizer.zero_grad()\n        loss = F.cross_entropy(model(x), y)\n        loss.backward()\n        optimizer.step()\n        losses.append(loss.item())\n        model.eval()                                   # how well does the updated model do on this batch?\n        with torch.no_grad():\n            accuracies.append((model(x).argmax(1) == y).float().mean().item())\n        model.train()\n    return sum(losses) / len(losses)\n'},
+        'lost': {}},
+    # gradient tracking is switched with statements, not 'inside a block (with torch.no_grad(): or torch.inference_m
+    'ev_grad_mode_switched_by_statements': {'cells': {'evaluate': 'import torch\n\n\ndef evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    device = next(model.parameters()).device\n    was_training = model.training\n    model.eval()\n    torch.set_grad_enabled(False)\n    correct = total = 0\n    for x, y in loader:\n        x, y = x.to(device), y.to(device)\n        correct += (model(x).argmax(dim=1) == y).sum().item()\n        total += y.numel()\n    torch.set_grad_enabled(True)\n    model.train(was_training)\n    return correct / total\n'},
+        'lost': {'check_evaluate_no_grad': "when called with autograd off (inside the caller's"}},
+    # the mean of the last 10 batch losses only: right when the loader has at most 10 batches, but not the mean over
+    'te_mean_of_last_10_batches': {'cells': {'train_epoch': 'from collections import deque\n\nfrom torch.nn import functional as F\n\n\ndef train_epoch(model, loader, optimizer):\n    """One epoch in training mode; returns the mean batch loss."""\n    model.train()\n    device = next(model.parameters()).device\n    recent = deque(maxlen=10)                     # smoothed: the last 10 batches\n    for x, y in loader:\n        optimizer.zero_grad()\n        loss = F.cross_entropy(model(x.to(device)), y.to(device))\n        loss.backward()\n        optimizer.step()\n        recent.append(loss.item())\n    return sum(recent) / len(recent)\n'},
+        'lost': {'check_train_epoch': 'the mean of the last 10 batch losses only'}},
+}
+for _name, _spec in BLIND8.items():
+    VARIANTS[f"blind8_{_name}"] = _spec

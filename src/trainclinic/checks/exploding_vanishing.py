@@ -138,7 +138,7 @@ def _kind(value):
 def check_grad_norms(grad_norms, seed=0, models_to_try=24):
     """grad_norms(model) -> (total, {layer: norm}) agrees with PyTorch's total norm on many random models."""
     dtypes = set()
-    for i in range(models_to_try + 1):
+    for i in range(models_to_try + 2):
         model = _random_model(1000 * seed + i)
         dtype = next(model.parameters()).dtype
         dtypes.add(str(dtype).replace("torch.", ""))
@@ -148,10 +148,17 @@ def check_grad_norms(grad_norms, seed=0, models_to_try=24):
             with torch.no_grad():
                 next(p for p in model.parameters() if p.grad is not None).grad.view(-1)[0] = float("inf")
             case += ", one gradient entry inf"
+        if i == models_to_try + 1:  # before any backward pass: no gradients at all, total 0.0 and no layer entries
+            model.zero_grad(set_to_none=True)
+            case += ", no gradients at all (every .grad None, as before the first backward pass)"
         named = [(n, p) for n, p in model.named_parameters() if p.grad is not None]
         before = [p.grad.clone() for _, p in named]
+        kinds = [(n, p, p.dtype) for n, p in model.named_parameters()]
         want_total, want_layers = reference_norms(model)
-        got = call(grad_norms, model, name="grad_norms")
+        got = call(grad_norms, model, name="grad_norms", where=f"(on {case})",
+                   hints={} if named else {"": "a model with no gradients at all has a total norm of 0.0 (what "
+                                           "clip_grad_norm_ returns) and no layer entries: return (0.0, {})."})
+        _expect_dtypes_untouched(kinds, case)
         expect(isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict), "grad_norms(model)",
                "a pair, the tuple (total, {layer name: norm})", _kind(got),
                "return total, layers (a tuple), not a list." if isinstance(got, list) and len(got) == 2 else "")
@@ -211,14 +218,30 @@ def check_grad_norms(grad_norms, seed=0, models_to_try=24):
                           "once), not from the layer norms.")
         expect(close(total, want_total, rtol=rtol, atol=1e-12), f"the total gradient norm ({case})",
                f"{want_total:.6g} (PyTorch's total norm, as clip_grad_norm_ measures it)", f"{total:.6g}", total_hint)
-    return (f"total and per-layer norms equal PyTorch's total norm on {models_to_try + 1} random models "
-            f"({', '.join(sorted(dtypes))}; frozen, shared and inf gradients), Python floats, gradients untouched")
+    return (f"total and per-layer norms equal PyTorch's total norm on {models_to_try + 2} random models "
+            f"({', '.join(sorted(dtypes))}; frozen, shared, inf and no gradients), Python floats, gradients and "
+            "dtypes untouched")
+
+
+def _expect_dtypes_untouched(kinds, case):
+    """Every parameter (and its .grad) keeps its dtype: a measure does not convert the model."""
+    moved = [(n, d, p) for n, p, d in kinds if p.dtype != d or (p.grad is not None and p.grad.dtype != d)]
+    if not moved:
+        return
+    n, d, p = moved[0]
+    was = str(d).replace("torch.", "")
+    now = str(p.dtype).replace("torch.", "")
+    grad = f", its .grad {str(p.grad.dtype).replace('torch.', '')}" if p.grad is not None else ""
+    expect(False, f"the dtypes of the model's parameters and gradients after grad_norms ({case})",
+           f"unchanged ({was})", f"{len(moved)} of {len(kinds)} parameters converted (e.g. {n!r}: {was} -> {now}{grad})",
+           "grad_norms converted the model itself (model.float(), model.to(dtype), p.data = ...): measure without "
+           "changing it; for float32 arithmetic, upcast a copy of each gradient (p.grad.float()).")
 
 
 def _expect_grads_untouched(named, before, total, case):
     """Every .grad exactly as it was before grad_norms (a measure reads, it does not write)."""
     changed = [(n, b, p.grad) for (n, p), b in zip(named, before)
-               if p.grad is None or not torch.equal(p.grad, b)]
+               if p.grad is None or p.grad.dtype != b.dtype or not torch.equal(p.grad, b)]
     if not changed:
         return
     name, b, a = changed[0]
@@ -463,6 +486,17 @@ def _linears(model):
     return [m for m in model.modules() if isinstance(m, nn.Linear)]
 
 
+def _eval_hint(model):
+    """When the returned net has BatchNorm layers in eval mode: the likely cause (else '')."""
+    off = sorted({type(m).__name__ for m in model.modules() if not m.training
+                  and isinstance(m, nn.modules.batchnorm._BatchNorm)})
+    if not off:
+        return ""
+    return (f"the net came back in eval mode ({', '.join(off)} with training=False), and the check trains it as "
+            "returned: in eval mode BatchNorm normalises with its running statistics (mean 0, variance 1 at the "
+            "start: no normalisation at all) and never updates them. Return it in training mode (drop the .eval()).")
+
+
 def _vanish_hint(model, linears):
     """Why the gradient does not reach the first layer, from what the model holds (a zero layer, squashing)."""
     zero = [i for i, m in enumerate(linears) if not bool(m.weight.detach().ne(0).any())]
@@ -511,7 +545,7 @@ def check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=
            f"the hidden width is {others[0]} whatever `hidden` says: build the layers from the arguments, "
            "not from fixed numbers." if len(others) == 1 and wide == 0 else "")
     x, y = _deep_net_data(seed, inputs, outputs)
-    model.train()
+    # trained as returned (no model.train() here): a net returned in eval mode is trained in eval mode
     out = call(model, x, name="the model's forward", where=f"(the model of {args}, on inputs of shape {tuple(x.shape)})")
     expect(torch.is_tensor(out) and tuple(out.shape) == (len(x), outputs), f"the output of {args}",
            f"shape {(len(x), outputs)}", tuple(out.shape) if torch.is_tensor(out) else type(out).__name__)
@@ -521,7 +555,7 @@ def check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=
     r = first / last if last > 0 else float("nan")
     expect(math.isfinite(r) and r >= 1e-2, f"first-layer / last-layer gradient norm ({args})",
            "at least 1e-2 (within two orders of magnitude)", f"{r:.2e} (first {first:.2e}, last {last:.2e})",
-           _vanish_hint(model, linears))
+           _eval_hint(model) or _vanish_hint(model, linears))
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
@@ -535,7 +569,7 @@ def check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=
     expect(math.isfinite(losses[-1]) and losses[-1] < 0.5 * constant,
            f"the loss after {steps} plain SGD steps (lr={lr}, {args})", f"below {0.5 * constant:.3f} (half of "
            f"{constant:.3f}, the loss of a constant guess)", f"{losses[-1]:.3f} (it started at {losses[0]:.3f})",
-           _vanish_hint(model, linears) if r < 0.1 else "")
+           _eval_hint(model) or (_vanish_hint(model, linears) if r < 0.1 else ""))
     return (f"first/last layer gradient ratio {r:.2g}; {steps} SGD steps took the loss "
             f"{losses[0]:.3g} -> {losses[-1]:.3g} ({args})")
 

@@ -45,6 +45,8 @@ def case(seed, n=None, batch_size=None, last_one=False, train=False):
         last = pick([1, 1, 2, bs - 1]) if last_one else pick([2, 3, bs // 2])
         c = {"n": full * bs + last, "batch_size": bs, "inputs": pick([3, 4, 6]), "hidden": pick([8, 16, 24]),
              "classes": pick([2, 3, 4]), "p": pick([0.3, 0.5]), "dtype": pick([torch.float32, torch.float64])}
+        if train and seed % 2:  # a longer epoch (11 to 13 full batches): the mean is over all of them
+            c["n"] += 9 * bs
     if n is not None:
         c["n"] = n
     if batch_size is not None:
@@ -317,7 +319,15 @@ def check_evaluate_no_grad(evaluate, seed=0, n=None, batch_size=None):
            "turn autograd off for the evaluation only, with a block: `with torch.no_grad():` (or a decorator); "
            "torch.set_grad_enabled(False) as a statement switches it off for everything that runs afterwards, "
            "and the next training step fails with 'element 0 of tensors does not require grad'.")
-    return f"{len(w.calls)} forward passes, all with autograd off, 0 tensors saved for backward, autograd back on after"
+    model.train()
+    with torch.no_grad():  # a caller that had autograd off (inside its own no_grad block) must find it off again
+        _, w_off = _evaluate(evaluate, model, loader, where="called with autograd off (inside torch.no_grad())")
+    expect(not w_off.grad_after, "autograd after evaluate returns, when called with autograd off (inside the "
+           "caller's `with torch.no_grad():`)", "still off, as it was before the call", "on",
+           "evaluate turned autograd on and left it on (e.g. torch.set_grad_enabled(True) as a statement): turn it "
+           "off for the evaluation with a block (`with torch.no_grad():`), which gives back the mode it found.")
+    return (f"{len(w.calls)} forward passes, all with autograd off, 0 tensors saved for backward, autograd as it was "
+            "after (on after a call with it on, off after a call with it off)")
 
 
 @check("evaluate_restores")
@@ -385,9 +395,11 @@ def _rng_kept(device):
 
 
 def _record_dropout_rng(model, device):
-    """Record the RNG state before each Dropout call of `model` (learner code may reseed or draw numbers)."""
+    """Record the RNG state before each Dropout call of `model` (learner code may reseed or draw numbers), in the
+    forward passes with autograd on (the training steps'; a probe under no_grad is not one)."""
     states = []
-    handles = [m.register_forward_pre_hook(lambda module, args: states.append(_rng_state(device)))
+    handles = [m.register_forward_pre_hook(lambda module, args: states.append(_rng_state(device))
+                                           if torch.is_grad_enabled() else None)
                for m in model.modules() if isinstance(m, _DROPOUT)]
     return states, handles
 
@@ -420,9 +432,18 @@ def _reference_epoch(model, loader, lr, states, device):
     return ref, losses
 
 
-def _eval_passes_hint(w):
-    """Why some forward passes of train_epoch ran in eval mode, from their order (else the general advice)."""
-    train = [c_["dropout_active"] or c_["bn_batch_stats"] for c_ in w.calls]
+def _steps(w):
+    """The forward passes run with autograd on: the training steps' (a probe under no_grad is not a step)."""
+    return [c_ for c_ in w.calls if c_["grad_enabled"]]
+
+
+def _in_train_mode(c_):
+    return c_["dropout_active"] or c_["bn_batch_stats"]
+
+
+def _eval_passes_hint(calls):
+    """Why some training forward passes ran in eval mode, from their order (else the general advice)."""
+    train = [_in_train_mode(c_) for c_ in calls]
     if train and train[0] and not all(train):
         later = train.index(False)
         return (f"forward pass 1 ran in training mode and pass {later + 1} (and {train.count(False) - 1} more) in eval "
@@ -441,12 +462,13 @@ def _mixed_start(train_epoch, seed, c, lr):
     with watch_validation(model) as w, _grad_mode_kept():
         call(train_epoch, model, loader, torch.optim.SGD(model.parameters(), lr=lr), name="train_epoch",
              where="on a model whose layers are in eval mode but model.training is True")
-    evals = len(w.calls) - w.train_calls
-    expect(w.calls and evals == 0, "forward passes of train_epoch on a model whose layers are in eval mode "
-           f"({', '.join(layers)}) while its own flag model.training is True",
-           "all in training mode (Dropout active, BatchNorm updating)", f"{evals} of {len(w.calls)} in eval mode",
+    steps = _steps(w)
+    evals = sum(not _in_train_mode(c_) for c_ in steps)
+    expect(steps and evals == 0, "forward passes of train_epoch with autograd on (the training steps') on a model "
+           f"whose layers are in eval mode ({', '.join(layers)}) while its own flag model.training is True",
+           "all in training mode (Dropout active, BatchNorm updating)", f"{evals} of {len(steps)} in eval mode",
            "model.training is the top module's flag only: it says nothing of the layers inside; call model.train() "
-           "at the start of every epoch, whatever model.training says." if w.calls and evals == len(w.calls) else "")
+           "at the start of every epoch, whatever model.training says." if steps and evals == len(steps) else "")
 
 
 @check("train_epoch")
@@ -470,13 +492,16 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
                 h.remove()
     batches = len(loader)
     expect(w.calls, "forward passes of the model inside train_epoch", "at least one", "none")
-    evals = len(w.calls) - w.train_calls
-    expect(evals == 0, "forward passes of train_epoch on a model that evaluate() left in eval mode",
-           "all in training mode (Dropout active, BatchNorm updating)", f"{evals} of {len(w.calls)} in eval mode",
-           _eval_passes_hint(w))
-    partial = [c_ for c_ in w.calls if c_["modules_eval"]]
+    steps = _steps(w)
+    expect(steps, "forward passes of the model with autograd on inside train_epoch (the training steps')",
+           "at least one", f"none ({len(w.calls)} with autograd off)")
+    evals = sum(not _in_train_mode(c_) for c_ in steps)
+    expect(evals == 0, "forward passes of train_epoch with autograd on (the training steps') on a model that "
+           "evaluate() left in eval mode", "all in training mode (Dropout active, BatchNorm updating)",
+           f"{evals} of {len(steps)} in eval mode", _eval_passes_hint(steps))
+    partial = [c_ for c_ in steps if c_["modules_eval"]]
     expect(not partial, "forward passes of train_epoch with every module in training mode (model.training and each "
-           "layer's own flag)", f"all {len(w.calls)}", f"{len(w.calls) - len(partial)} (in eval mode: "
+           "layer's own flag), of those with autograd on (the training steps')", f"all {len(steps)}", f"{len(steps) - len(partial)} (in eval mode: "
            + ("the model's own flag, model.training is False)" if partial[0]["modules_eval"] == [type(model).__name__]
               else f"{', '.join(partial[0]['modules_eval'])})") if partial else "",
            "call model.train() on the model itself: it sets the model's own flag and every layer's; switching only "
@@ -498,6 +523,11 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
                 "batch losses: each batch's loss.item() counts once, the short last batch too.")
     elif abs(loss - losses[-1]) < 1e-6:
         hint = "that is the last batch's loss; return the mean over all the batches of the epoch."
+    else:
+        tail = next((k for k in range(2, batches) if abs(loss - sum(losses[-k:]) / k) < 1e-6), None)
+        if tail is not None and abs(ref_loss - sum(losses[-tail:]) / tail) > 1e-6:
+            hint = (f"that is the mean of the last {tail} batch losses only; return the mean over all the {batches} "
+                    "batches of the epoch.")
     expect(abs(loss - ref_loss) < 1e-4, f"the mean loss of the epoch ({_describe(c)})",
            f"{ref_loss:.5f} (the mean of the {batches} batch losses: their sum / {batches})", f"{loss:.5f}", hint)
 
