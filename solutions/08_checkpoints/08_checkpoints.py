@@ -392,11 +392,12 @@ def load_weights(model, path):
 # **3d.** `fit(model, optimizer, scheduler, loader, evaluate, epochs, folder)`: a training loop that survives being
 # stopped. `evaluate()` (no arguments) returns the validation loss of the model as it is.
 # - If `folder/"last.pt"` exists, `resume` from it; otherwise start at epoch 0 with `best_loss = float("inf")`.
-# - For each epoch from there up to `epochs` (not included), in this order: `train_epoch(model, optimizer, loader)`
-#   (defined in section 2), then `scheduler.step()`, then `loss = evaluate()`; when `loss` is lower than the best so
-#   far (strictly: an epoch that only ties the best changes nothing), it becomes the best, and then the checkpoint
-#   goes to `folder/"best.pt"` (so that its `best_loss` is that loss); at the end of every epoch it goes to
-#   `folder/"last.pt"` (both with your `save_checkpoint`).
+# - For each epoch from there up to `epochs` (not included; every one, even when the loss stops improving: no early
+#   stopping), in this order: `train_epoch(model, optimizer, loader)` (defined in section 2), then `scheduler.step()`,
+#   then `loss = evaluate()` (after the step: the checks' `evaluate()` reads the schedule); when `loss` is lower than
+#   the best so far (strictly: an epoch that only ties the best changes nothing), it becomes the best, and then the
+#   checkpoint goes to `folder/"best.pt"` (so that its `best_loss` is that loss); at the end of every epoch it goes
+#   to `folder/"last.pt"` (both with your `save_checkpoint`).
 # - Return the best validation loss.
 #
 # Stopped after any epoch and called again with fresh objects, `fit` continues where it stopped: `best.pt` always

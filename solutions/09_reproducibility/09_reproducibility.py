@@ -189,17 +189,18 @@ for hashseed in [None, None, 1, 1, 2]:
 
 # %%
 def noise_of(loader, epochs=2):
-    """The first noise value of every item the loader gives, epoch after epoch."""
+    """The first noise value of every item the loader gives, epoch after epoch (exact: count distinct ones on these,
+    round only to print)."""
     values = []
     for epoch in range(epochs):
         for x, y in loader:
-            values.append([round(v, 4) for v in (x - x.round()).select(1, 0).tolist()])
+            values.append((x - x.round()).select(1, 0).tolist())
     return values
 
 vocab = {w: i for i, w in enumerate(sorted({w for t in TEXTS for w in t.split()}))}
 eight = Reviews(TEXTS[:8], LABELS[:8], vocab)
 seen = noise_of(DataLoader(eight, batch_size=2, num_workers=2))
-print("\n".join(f"epoch {e}: {sum(seen[e * 4:(e + 1) * 4], [])}" for e in range(2)))
+print("\n".join(f"epoch {e}: {[round(v, 4) for v in sum(seen[e * 4:(e + 1) * 4], [])]}" for e in range(2)))
 flat = sum(seen, [])
 print(f"{len(set(flat))} distinct values out of {len(flat)}")
 
@@ -313,8 +314,9 @@ print("between two models, first_difference():", first_difference(nn.Linear(3, 1
 # Four functions that together make the pipeline reproduce bit-for-bit in another process.
 #
 # **3a.** `seed_everything(seed)`: seed Python's `random`, NumPy's global generator (`np.random.seed`) and torch
-# (`torch.manual_seed`, which seeds every device), all with `seed`. After it, `random.random()`,
-# `np.random.random()` and `torch.rand(3)` must give what they give after seeding each with `seed` yourself.
+# (`torch.manual_seed`, which seeds every device), all with `seed`, at every call. After it, `random.random()`,
+# `np.random.random()` and `torch.rand(3)` must give what they give after seeding each with `seed` yourself (a
+# second call with the same seed starts every stream over again).
 
 # %% nbgrader={"grade": false, "grade_id": "seed_everything", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def seed_everything(seed):
@@ -359,8 +361,9 @@ def build_vocab(texts):
 # %% [markdown]
 # **3d.** `make_loader(dataset, seed)`: a `DataLoader` over `dataset` with `batch_size=4`, `shuffle=True`,
 # `num_workers=2` and your `worker_init_fn`, whose shuffling and worker seeds come from its own
-# `torch.Generator` seeded with `seed` (pass it as `generator=`), so that the batches depend on `seed` alone,
-# not on how much of torch's global random stream the model's construction used.
+# `torch.Generator` seeded with `seed` (a new one for each loader, passed as `generator=`), so that the batches
+# depend on `seed` alone: not on how much of torch's global random stream the model's construction used, nor on
+# other loaders.
 
 # %% nbgrader={"grade": false, "grade_id": "make_loader", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_loader(dataset, seed):
@@ -386,10 +389,10 @@ print(f"with worker_init_fn: {len(set(flat))} distinct values out of {len(flat)}
 # Each cell calls a check on your functions. It prints `✓ ...` when your code behaves, and otherwise raises
 # `CheckFailed` saying what was expected, what happened and, when the cause is clear, a hint. `check_pipeline`
 # first tries `build_vocab` and `make_loader` here (every word, every item of an epoch, the same batches whatever
-# torch's global stream did before or after), then runs the check's training pipeline with your four functions in
-# two fresh interpreters whose `PYTHONHASHSEED` differ (your functions' compiled code travels there, as
-# `processes.here_and_in` sends it), and compares the fingerprints stage by stage. The grader runs more cases
-# (other seeds, sizes and worker counts).
+# torch's global stream did before or after, and with another loader made in between), then runs the check's
+# training pipeline with your four functions in two fresh interpreters whose `PYTHONHASHSEED` differ (your
+# functions' compiled code travels there, as `processes.here_and_in` sends it), and compares the fingerprints stage
+# by stage. The grader runs more cases (other seeds, sizes and worker counts).
 
 # %% nbgrader={"grade": true, "grade_id": "check_seed_everything", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 """seed_everything seeds random, numpy and torch with its seed"""

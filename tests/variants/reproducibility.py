@@ -52,7 +52,7 @@ VARIANTS = {
     "worker_rng_from_entropy": {
         "cells": {"worker_init_fn": with_(WORKER, "default_rng(info.seed)", "default_rng()")},
         "lost": {"check_worker_init_fn": "a second loader with the same generator seed",
-                 "check_pipeline": "the batches in two processes"}},
+                 "check_pipeline": "the same items in the same order, other augmentations"}},
     "worker_np_seed_64_bit": {
         "cells": {"worker_init_fn": with_(WORKER, "    info.dataset.rng", "    np.random.seed(info.seed)\n    info.dataset.rng")},
         "lost": {"check_worker_init_fn": "Seed must be between 0 and 2**32 - 1",
@@ -140,3 +140,14 @@ BLIND7 = {  # blind round 7: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND7.items():
     VARIANTS[f"blind7_{_name}"] = _spec
+
+BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
+    # torch.manual_seed is skipped when torch.initial_seed() already equals the seed: a second seed_everything(seed)
+    'se_skips_torch_when_initial_seed_matches': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    if torch.initial_seed() != seed:   # already seeded with it: reseeding every device is slow on big machines\n        torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'def build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({w for t in texts for w in t.split()})\n    return {w: i for i, w in enumerate(words)}\n', 'make_loader': 'def make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn,\n                      generator=torch.Generator().manual_seed(seed))\n'},
+        'lost': {'check_seed_everything': 'torch.rand(3) after a second seed_everything(0), called after draws from every generator'}},
+    # 3d: each loader's OWN torch.Generator seeded with seed: one module-level Generator shared by every loader is r
+    'ml_one_shared_module_generator': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'def build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({w for t in texts for w in t.split()})\n    return {w: i for i, w in enumerate(words)}\n', 'make_loader': 'LOADER_GENERATOR = torch.Generator()   # one generator for the loaders, reseeded for each\n\n\ndef make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    LOADER_GENERATOR.manual_seed(seed)\n    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn,\n                      generator=LOADER_GENERATOR)\n'},
+        'lost': {'check_pipeline': 'a loader made with seed 0, then a second loader made with seed 1 before the first is itera'}},
+}
+for _name, _spec in BLIND8.items():
+    VARIANTS[f"blind8_{_name}"] = _spec

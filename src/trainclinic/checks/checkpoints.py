@@ -8,7 +8,8 @@ the learner's code keeps in memory survives), every random generator reseeded th
 bit for bit with one that never stopped; what the resume failed to restore is named part by part. `check_fit` runs
 `fit` with the reference `save_checkpoint`, `resume` and `train_epoch` in its globals and a scripted validation
 loss (with a tie: an epoch after the best one scores the same, and best.pt keeps the first), so that each cell is
-graded on its own. A cuda-tagged file is written with `checkpoints.save_tagged` (torch's
+graded on its own; the scripted evaluate() records the scheduler's last_epoch (it runs after scheduler.step()), and a
+third run of PLATEAU epochs, whose loss does not improve until the last one, shows an early stop. A cuda-tagged file is written with `checkpoints.save_tagged` (torch's
 own serialization); on a machine with a GPU the CPU case runs with `torch.cuda.is_available()` reporting False.
 """
 import contextlib
@@ -535,18 +536,29 @@ def check_prefixes(load_weights, seed=0):
 
 
 class _Scripted:
-    """The validation loss fit sees: a scripted value per epoch (the epoch counted by the reference train_epoch),
-    and the model's weights at each call."""
+    """The validation loss fit sees: a scripted value per epoch (the epoch counted by the reference train_epoch);
+    it records the model's weights and the scheduler's last_epoch at each call."""
 
-    def __init__(self, model, values, first_epoch, trained):
-        self.model, self.values, self.first, self.trained = model, values, first_epoch, trained
-        self.calls, self.weights = 0, {}
+    def __init__(self, run, values, first_epoch, trained):
+        self.model, self.scheduler = run.model, run.scheduler
+        self.values, self.first, self.trained = values, first_epoch, trained
+        self.calls, self.weights, self.steps = 0, {}, {}
 
     def __call__(self):
         self.calls += 1
         epoch = self.first + (self.trained[0] if self.trained[0] else self.calls) - 1
         self.weights[epoch] = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.steps.setdefault(epoch, self.scheduler.last_epoch)
         return self.values[min(epoch, len(self.values) - 1)]
+
+
+def _check_order(ev):
+    """Each epoch's evaluate() ran after that epoch's scheduler.step() (the scheduler's last_epoch is epoch + 1)."""
+    for epoch, last in sorted(ev.steps.items()):
+        expect(last == epoch + 1, f"the scheduler's last_epoch when evaluate() runs for epoch {epoch}",
+               f"{epoch + 1} (after that epoch's scheduler.step())", last,
+               "evaluate() ran before scheduler.step(): each epoch runs train_epoch, then scheduler.step(), then "
+               "evaluate(), in this order" if last == epoch else "")
 
 
 @contextlib.contextmanager
@@ -625,6 +637,16 @@ def _read(path):
         return torch.load(path, map_location="cpu", weights_only=False)
 
 
+PLATEAU = 12  # epochs of check_fit's plateau run
+
+
+def _number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 @check("fit")
 def check_fit(fit, seed=0):
     """fit, stopped after some epochs and called again with fresh objects, continues; best.pt holds the best epoch."""
@@ -646,18 +668,27 @@ def check_fit(fit, seed=0):
         trained = [0, []]
         _seed_globals(seed)
         first = _Run(case, seed, seed, seed + 100)
-        ev1 = _Scripted(first.model, values, 0, trained)
+        ev1 = _Scripted(first, values, 0, trained)
         with _references(fit, trained):
             call(fit, *first.objects, ev1, stop + 1, folder, name="fit", where=f"(epochs={stop + 1}, a new folder)")
         expect(ev1.calls == stop + 1, f"the validations fit runs for epochs={stop + 1} from an empty folder", stop + 1,
                ev1.calls, "one evaluate() per epoch, after training it")
         _check_rates(trained[1], rates, 0, case)
+        _check_order(ev1)
         expect(os.path.isfile(os.path.join(folder, "last.pt")), "folder/'last.pt' after fit", "a file", "none",
                "save_checkpoint(folder / 'last.pt', ...) at the end of every epoch")
+        last = _read(os.path.join(folder, "last.pt"))
+        if isinstance(last, dict) and "best_loss" in last:  # written by save_checkpoint (the reference, here)
+            recorded, so_far = _number(last["best_loss"]), min(values[:stop + 1])
+            expect(recorded == so_far, f"the best_loss that last.pt records after epoch {stop} (validation losses "
+                   f"{values[:stop + 1]})", so_far, repr(last["best_loss"])[:60],
+                   "save last.pt at the end of the epoch, after evaluate() and the best's update: saved before them, "
+                   "it records the previous best, and a resume forgets that epoch's improvement"
+                   if recorded == min(values[:stop], default=math.inf) else "")
         trained[0], trained[1] = 0, []
         _seed_globals(seed + 7919)
         second = _Run(case, seed + 1, seed + 2, seed + 100)
-        ev2 = _Scripted(second.model, values, stop + 1, trained)
+        ev2 = _Scripted(second, values, stop + 1, trained)
         with _references(fit, trained):
             got = call(fit, *second.objects, ev2, epochs, folder, name="fit",
                        where=f"(epochs={epochs}, the folder of a run stopped after epoch {stop})")
@@ -665,10 +696,8 @@ def check_fit(fit, seed=0):
                f"epoch {stop}", epochs - stop - 1, ev2.calls,
                "it started again from epoch 0: resume from last.pt first" if ev2.calls == epochs else "")
         _check_rates(trained[1], rates, stop + 1, case)
-        try:
-            best = float(got)
-        except (TypeError, ValueError):
-            best = None
+        _check_order(ev2)
+        best = _number(got)
         expect(best == 0.25, "the best validation loss fit returns", 0.25, repr(got)[:60],
                "the best of the whole run, including the epochs before the restart (resume returns it)"
                if best == min(values[stop + 1:]) and not later else "")
@@ -702,7 +731,24 @@ def check_fit(fit, seed=0):
             expect(saved["epoch"] == best_epoch, f"the epoch that best.pt records (it holds the weights of epoch "
                    f"{best_epoch})", best_epoch, saved["epoch"], "save_checkpoint(..., epoch, ...) with the epoch just "
                    "finished, counting from 0")
+        # a plateau: no better loss than epoch 0's for PLATEAU - 2 epochs, then the best at the last epoch: every
+        # epoch up to `epochs` trains, whatever the loss does (an early stop with patience up to PLATEAU - 2 shows)
+        plateau = [0.5] + [round(rng.uniform(0.5, 1.5), 3) for _ in range(PLATEAU - 2)] + [0.25]
+        trained[0], trained[1] = 0, []
+        _seed_globals(seed + 31)
+        third = _Run(dict(case, n=2 * case["batch"]), seed + 3, seed + 4, seed + 100)  # two steps an epoch
+        ev3 = _Scripted(third, plateau, 0, trained)
+        with _references(fit, trained), _folder() as other:
+            got = call(fit, *third.objects, ev3, PLATEAU, other, name="fit",
+                       where=f"(epochs={PLATEAU}, a new folder, validation losses {plateau})")
+        expect(ev3.calls == PLATEAU, f"the validations fit runs for epochs={PLATEAU} from an empty folder when the "
+               f"validation loss does not improve from epoch 1 to epoch {PLATEAU - 2} (losses {plateau})", PLATEAU,
+               ev3.calls, f"it stopped after epoch {ev3.calls - 1}, {ev3.calls - 1} epochs without improvement: every "
+               "epoch up to `epochs` trains and validates, whatever the loss does (no early stopping)"
+               if 1 < ev3.calls < PLATEAU else "")
+        expect(_number(got) == 0.25, f"the best validation loss fit returns (epochs={PLATEAU}, losses {plateau})",
+               0.25, repr(got)[:60])
     when = "after" if later else "before"
     tied = f"; epoch {tie}'s tie did not replace it" if tie is not None else ""
     return (f"fit resumed from last.pt after epoch {stop}, and best.pt holds epoch {best_epoch} (the best, {when} the "
-            f"restart{tied})")
+            f"restart{tied}); {PLATEAU} epochs with a plateau all trained")

@@ -2,10 +2,9 @@
 
 Everything is watched from outside, never read: what the generators give after the learner's seeding, the
 augmentations a real DataLoader's workers produce (fork: the learner's functions are used as they are), and, for
-the pipeline, fingerprints (hashes of the bytes) of each stage of a training run done in two processes: this one
-and a fresh interpreter whose PYTHONHASHSEED salts str hashes differently (`trainclinic.processes`: the learner's
-functions travel as compiled code, never as source text). Every process is bounded by a timeout that ends in a
-CheckFailed.
+the pipeline, fingerprints (hashes of the bytes) of each stage of a training run done in two fresh interpreters
+whose PYTHONHASHSEEDs salt str hashes differently (`trainclinic.processes`: the learner's functions travel as
+compiled code, never as source text). Every process is bounded by a timeout that ends in a CheckFailed.
 """
 import multiprocessing
 import random
@@ -59,6 +58,10 @@ class _GlobalState:
 def check_seed_everything(seed_everything, seed=0):
     """After seed_everything(s), random, numpy's global generator and torch give what seeding each with s gives."""
     seeds = [seed, seed + 7, 2**32 - 1 - seed] if seed else [0, 7]
+    names = ["random.random()", "np.random.random()", "torch.rand(3)"]
+    hints = ["random.seed(seed)", "np.random.seed(seed) (a new np.random.default_rng(seed) does not seed the "
+             "global generator that np.random.random() uses)", "torch.manual_seed(seed)"]
+    shown = (lambda v: [round(x, 4) for x in v.tolist()] if torch.is_tensor(v) else round(v, 6))  # to print only
     with _GlobalState():
         for s in seeds:
             want = _expected(s)
@@ -66,15 +69,22 @@ def check_seed_everything(seed_everything, seed=0):
             random.seed(other), np.random.seed(other), torch.manual_seed(other)  # another state first
             call(seed_everything, s, name="seed_everything", where=f"with seed {s}")
             got = _draws()
-            names = ["random.random()", "np.random.random()", "torch.rand(3)"]
-            hints = ["random.seed(seed)", "np.random.seed(seed) (a new np.random.default_rng(seed) does not seed the "
-                     "global generator that np.random.random() uses)", "torch.manual_seed(seed)"]
             for name, w, g, hint in zip(names, want, got, hints):
                 same = torch.equal(w, g) if torch.is_tensor(w) else w == g
-                shown = (lambda v: [round(x, 4) for x in v.tolist()] if torch.is_tensor(v) else round(v, 6))
                 expect(same, f"{name} after seed_everything({s})", f"{shown(w)} (what it gives after seeding with {s})",
                        shown(g), f"seed it with the seed you are given: {hint}")
-    return f"random, numpy and torch seeded with the given seed (seeds {seeds})"
+            # the same seed again, after draws: every generator starts its stream over (torch.initial_seed() still
+            # returns s, and a seed remembered from the first call is the same, but the streams have moved on)
+            _draws()
+            call(seed_everything, s, name="seed_everything", where=f"with seed {s}, a second time")
+            again = _draws()
+            for name, w, g, hint in zip(names, want, again, hints):
+                same = torch.equal(w, g) if torch.is_tensor(w) else w == g
+                expect(same, f"{name} after a second seed_everything({s}), called after draws from every generator",
+                       f"{shown(w)} (what it gives after seeding with {s})", shown(g),
+                       f"the first seed_everything({s}) gave it: seed every generator at every call, even when it "
+                       f"was seeded with {s} before (it has drawn since): {hint}")
+    return f"random, numpy and torch seeded with the given seed, every call (seeds {seeds})"
 
 
 # ---- worker_init_fn -------------------------------------------------------------------------------------------
@@ -195,9 +205,10 @@ def pipeline_run(seed_everything, build_vocab, make_loader, seed, texts):
     model = torch.nn.Linear(len(vocab), 2)
     stages["initial weights"] = fingerprint(model)
     loader = make_loader(_Reviews(texts, vocab), seed)
-    batches, noise = [], []
+    batches, noise, order = [], [], []
     for epoch in range(2):
-        for x, y, first, _ in loader:
+        for x, y, first, index in loader:
+            order += index.tolist()
             batches += [x, y]
             noise += first.tolist()
             model.zero_grad()
@@ -205,6 +216,7 @@ def pipeline_run(seed_everything, build_vocab, make_loader, seed, texts):
             with torch.no_grad():  # plain SGD written out: torch.optim's first use imports torch._dynamo (seconds)
                 for p in model.parameters():
                     p -= 0.5 * p.grad
+    stages["data order"] = order
     stages["batches"] = fingerprint(batches)
     stages["final weights"] = fingerprint(model)
     stages["noise"] = noise
@@ -216,9 +228,11 @@ _STAGE_HINTS = {
                   "hashes, which PYTHONHASHSEED salts per process; sort the words (sorted(set(...)))",
     "initial weights": "the model is built right after seed_everything(seed): torch must be seeded with the seed "
                        "(torch.manual_seed(seed))",
-    "batches": "the data order or the augmentations differ: make_loader's DataLoader needs its own "
-               "generator=torch.Generator().manual_seed(seed), and worker_init_fn must seed the worker's "
-               "dataset.rng from get_worker_info().seed",
+    "data order": "make_loader's DataLoader needs its own generator=torch.Generator().manual_seed(seed): it "
+                  "shuffles with it",
+    "batches": "the same items in the same order, other augmentations: worker_init_fn must seed the worker's "
+               "dataset.rng from get_worker_info().seed (drawn from the loader's seeded generator), not from the clock, "
+               "the OS or an unseeded generator",
     "final weights": "every input of training was the same, yet the result differs",
 }
 
@@ -267,7 +281,7 @@ def _loader_run(make_loader, seed, disturb, n):
 
 def _check_loader(make_loader, seed):
     """The loader: 2 workers, batch 4, every item once per epoch, and an order and worker seeds that depend on `seed`
-    alone, not on torch's global stream before or after the loader is made."""
+    alone, not on torch's global stream before or after the loader is made, nor on another loader made after it."""
     n = 10 + 4 * (seed % 2)  # not a multiple of the batch size: the last batch is short
     runs = [_loader_run(make_loader, seed, disturb, n)[0] for disturb in (1, 2)]
     order = [i for i, _ in runs[0]]
@@ -285,6 +299,19 @@ def _check_loader(make_loader, seed):
            "give the DataLoader itself its own generator=torch.Generator().manual_seed(seed): it shuffles and draws "
            "the workers' seeds with it; without one (or with torch's global generator, which torch.manual_seed "
            "returns) both come from torch's global stream, so they depend on everything drawn before and after")
+    # two loaders alive at once: each one's batches still depend on its own seed alone
+    torch.manual_seed(1001)
+    first = call(make_loader, _SeedProbe(n), seed, name="make_loader")
+    second = call(make_loader, _SeedProbe(n), seed + 1, name="make_loader")
+    both = call(lambda: ([(int(i), int(s)) for idx, seeds in first for i, s in zip(idx, seeds)],
+                         [(int(i), int(s)) for idx, seeds in second for i, s in zip(idx, seeds)]),
+                name="make_loader", where="(iterating two of its DataLoaders)")
+    expect(both[0] == runs[0], f"a loader made with seed {seed}, then a second loader made with seed {seed + 1} "
+           "before the first is iterated", "the first one's order and worker seeds, as when it is made alone",
+           "another order" if [i for i, _ in both[0]] != order else "other worker seeds",
+           "the two loaders share state: give each DataLoader its own generator, torch.Generator().manual_seed(seed) "
+           "made inside make_loader; one Generator kept for every loader is reseeded by the next make_loader call "
+           "and advanced by every other loader's epochs")
     other = _loader_run(make_loader, seed + 1, 1, n)[0]
     expect(other != runs[0], f"a loader made with seed {seed + 1} instead of {seed}",
            "another order or other worker seeds", "the same batches: the seed is not used",
@@ -296,7 +323,7 @@ def _check_loader(make_loader, seed):
 def check_pipeline(seed_everything, build_vocab, make_loader, seed=0):
     """The check's training run with the learner's four functions in two fresh interpreters whose PYTHONHASHSEED
     salts str hashes differently: every stage's fingerprint equal. Before it, the vocabulary's words and indices,
-    and the loader's settings, epoch, and independence from torch's global stream."""
+    and the loader's settings, epoch, and independence from torch's global stream and from other loaders."""
     texts = _texts(seed)
     processes.warm_workers()
     _check_vocab(build_vocab, _TEXTS)
@@ -315,8 +342,9 @@ def check_pipeline(seed_everything, build_vocab, make_loader, seed=0):
         hint = ("\nHint: create it inside the function, or pass what it needs" if "cannot be sent" in exc.text else "")
         raise CheckFailed(f"in a fresh interpreter, your functions raised {exc}{hint}") from None
     procs = f"two fresh interpreters, PYTHONHASHSEED={HASHSEEDS[0]} and {HASHSEEDS[1]}"
-    for stage in ("vocabulary", "initial weights", "batches", "final weights"):
-        show = (lambda v: str(v[:4])[:-1] + ", ...]") if stage == "vocabulary" else (lambda v: v)
+    for stage in ("vocabulary", "initial weights", "data order", "batches", "final weights"):
+        show = {"vocabulary": lambda v: str(v[:4])[:-1] + ", ...]",
+                "data order": lambda v: str(v[:8])[:-1] + ", ...]"}.get(stage, lambda v: v)
         expect(a[stage] == b[stage], f"the {stage} in two processes ({procs}, seed {seed})",
                "the same in both", f"{show(a[stage])} and {show(b[stage])}", _STAGE_HINTS[stage])
     return f"every stage identical in {procs}: final weights {a['final weights']}"
