@@ -277,7 +277,7 @@ def regression_loss(pred, target):
 # shapes, dtypes and loss values with PyTorch's own computation; `build_model`'s network must compute the layers of 3b with
 # its own weights. It prints `✓ ...` when your code behaves, and otherwise raises `CheckFailed` saying what was expected,
 # what happened and a hint when the cause is clear. The grader runs more cases than you see here: other batch sizes, image
-# sizes (not all square for `prepare_batch`), class counts and value scales.
+# sizes (for `prepare_batch`, not all square and some with odd sides), class counts and value scales.
 
 # %% nbgrader={"grade": true, "grade_id": "check_prepare_batch", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 """prepare_batch gives float32 (N, 1, H, W) inputs and int64 (N,) targets"""

@@ -239,8 +239,10 @@ print(f"the full batch of {BATCH} in 4 micro-batches: loss {loss:.4f}, peak {mem
 # float64's precision), and another loss (label smoothing, on class-probability targets). The gradients are read at the
 # moment your `optimizer.step()` updates the weights (after the closure, if you pass one); the forward passes are
 # counted and their sizes noted (`micro_batches` pieces, no finer); the peak memory is measured with the live-bytes
-# tracker on the CPU, so it is the same on every machine. Without a GPU, your function also runs once with the model and
-# the batch on a *simulated* cuda:0, where a tensor left on the CPU raises PyTorch's device error.
+# tracker on the CPU, so it is the same on every machine. Your function is also called several times in a row, as a
+# training loop calls it: it must leave autograd's grad mode as it found it, and the memory it leaves alive after each
+# call must not grow from call to call (keep floats, not tensors, across steps). Without a GPU, your function also runs
+# once with the model and the batch on a *simulated* cuda:0, where a tensor left on the CPU raises PyTorch's device error.
 
 # %% nbgrader={"grade": true, "grade_id": "check_accumulated_grads", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """accumulate_step's gradients equal the full batch's"""

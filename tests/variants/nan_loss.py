@@ -624,3 +624,11 @@ BLIND7 = {  # blind round 7: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND7.items():
     VARIANTS[f"blind7_{_name}"] = _spec
+
+BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
+    # the and/or idiom returns None whenever the loss is exactly 0.0 (a falsy float) although the step WAS taken: 'o
+    'and_or_idiom_zero_loss': {'cells': {'safe_step': 'import torch\n\n\ndef safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), targets)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    ok = all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)\n    if ok:\n        optimizer.step()\n    return ok and loss.item() or None\n'},
+        'lost': {'check_safe_step': "safe_step's result on a batch the model already fits: a loss of exactly 0.0 (every sample "}},
+}
+for _name, _spec in BLIND8.items():
+    VARIANTS[f"blind8_{_name}"] = _spec

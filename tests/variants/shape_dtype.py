@@ -353,3 +353,14 @@ BLIND6 = {  # blind round 6: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND6.items():
     VARIANTS[f"blind6_{_name}"] = _spec
+
+BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
+    # an image with an odd height or width gets an extra row/column of zeros: the inputs are (N, 1, H+1, W) or (N, 1
+    'prepare_pads_odd_sides': {'cells': {'prepare_batch': 'def prepare_batch(images, labels):\n    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""\n    inputs = images.float().unsqueeze(1)\n    h, w = inputs.shape[-2:]\n    # the CNN wants an even size (MaxPool2d(2)): pad one row / column of zeros when a side is odd\n    inputs = F.pad(inputs, (0, w % 2, 0, h % 2))\n    return inputs, labels.long()\n'},
+        'lost': {'check_prepare_batch': 'images shape for a batch of 5 images 15x10'}},
+    # the value is the real MSE, but it is computed by broadcasting (N, 1) against (N,) into an (N, N) table (N^2 me
+    'reg_diagonal_of_broadcast_table': {'cells': {'regression_loss': 'def regression_loss(pred, target):\n    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""\n    table = (pred - target.float()) ** 2       # (N, N): every prediction against every target\n    return table.diagonal().mean()             # keep prediction i against target i only\n'},
+        'lost': {'check_regression_loss': 'the operations inside regression_loss (batch of 6)'}},
+}
+for _name, _spec in BLIND8.items():
+    VARIANTS[f"blind8_{_name}"] = _spec

@@ -349,10 +349,12 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     _huge_step(safe_step, pristine, kind, x, y, big, dtype)
     # larger still, all of one sign: every entry finite, their sums overflow too (a test on a sum is not on the gradients)
     _sum_overflow_step(safe_step, pristine, kind, x, y, dtype)
+    # a loss of exactly 0.0 (the batch is fitted): a step, and 0.0 returned (a falsy float, not None)
+    _zero_loss_step(safe_step, pristine, kind, x, y, dtype)
     return (f"NaN input, ±inf target, overflowing loss, -inf loss, NaN and inf gradients (all of them, or one entry of one "
             f"bias, -inf too) skipped with no backward() on a "
-            f"non-finite loss and the weights untouched; huge finite gradients (whose norm, or even sum, overflows) "
-            f"and a finite batch take exactly one "
+            f"non-finite loss and the weights untouched; huge finite gradients (whose norm, or even sum, overflows), "
+            f"a finite batch and a loss of exactly 0.0 take exactly one "
             f"{_optimizer_text(opt).split('(')[0]} step ({setting})")
 
 
@@ -545,6 +547,44 @@ def _sum_overflow_step(safe_step, pristine, kind, x, y, dtype):
                 "gradients as they are: torch.isfinite(p.grad).all().")
         expect(False, f"safe_step on {what}", "a step (no gradient holds NaN or inf), and the loss returned",
                "None (no step)", hint)
+    _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
+
+
+def _within_margin_loss(margin):
+    def loss(output, target):
+        """An epsilon-insensitive error: 0 for every sample within `margin` of its target, so exactly 0.0 when all are."""
+        return torch.relu((output - target).abs() - margin).mean()
+    return loss
+
+
+def _zero_loss_step(safe_step, pristine, kind, x, y, dtype):
+    """A batch the model already fits: a loss of exactly 0.0 (finite, with finite, zero gradients) is a normal step,
+    and 0.0 is the loss to return."""
+    model, ref = copy.deepcopy(pristine), copy.deepcopy(pristine)
+    opt, ref_opt = _optimizer(kind, model.parameters()), _optimizer(kind, ref.parameters())
+    with torch.no_grad():
+        margin = (pristine(x) - y).abs().max().item() + 1.0
+    fn = _within_margin_loss(margin)
+    ref_loss = fn(ref(x), y)
+    ref_loss.backward()
+    ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
+    if ref_loss.item() != 0.0 or not bool(torch.isfinite(flat(ref_grads)).all()):
+        raise RuntimeError(f"check_safe_step's zero-loss case is broken on torch {torch.__version__}")
+    ref_opt.step()
+    what = (f"a batch the model already fits: a loss of exactly 0.0 (every sample within the loss's margin of "
+            f"{margin:.3g}), finite gradients")
+    watched = _WatchedLoss(fn)
+    with _Watch(model) as watch:
+        got = call(safe_step, model, (x, y), watched, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
+    stepped = sum(s["optimizer"] is opt for s in watch.steps)
+    if got is None and stepped:
+        expect(False, f"safe_step's result on {what}", "the loss as a Python float, 0.0 (the step was taken)",
+               f"None, although optimizer.step() ran{f' {stepped} times' if stepped > 1 else ''}",
+               "return loss.item() whenever the step is taken: 0.0 is a finite loss like any other, but Python "
+               "treats it as false, so `value or None`, `ok and value or None` or `if value:` turn it into None.")
+    if got is None:
+        expect(False, f"safe_step on {what}", "a step (the loss and every gradient are finite), and the loss 0.0 "
+               "returned", "None (no step)", "only a NaN or inf loss or gradient is refused: 0.0 is finite.")
     _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
 
 

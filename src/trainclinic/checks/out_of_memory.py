@@ -9,6 +9,7 @@ counts that do not divide by 4), piece sizes down to one sample, widths, float32
 other than plain cross-entropy (label smoothing), so that a hard-coded count or loss shows.
 """
 import copy
+import gc
 import random
 import re
 
@@ -268,6 +269,43 @@ def _device_probe(accumulate_step, seed):
     return " and on a simulated cuda:0 (device check)"
 
 
+def _call_step(fn, *args, **kwargs):
+    """call() for accumulate_step (or a runner of it), and the grad mode it leaves behind: a step called step after
+    step must leave autograd as it found it."""
+    before = torch.is_grad_enabled()
+    try:
+        out = call(fn, *args, restore_grad=False, **kwargs)
+        after = torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(before)
+    expect(after == before, "autograd when accumulate_step returns (torch.is_grad_enabled())",
+           f"{before}, as it was when the step was called", f"{after}: the step switched autograd "
+           f"{'off' if before else 'on'} for the whole process and left it so"
+           + (", so the next step's forward builds no graph and its backward() raises" if before else ""),
+           "leave the grad mode as you found it: optimizer.step() records no graph anyway, and `with torch.no_grad():` "
+           "around a part that needs none switches it back when the block ends (torch.set_grad_enabled(False) on its "
+           "own line does not).")
+    return out
+
+
+def _held_after(fn, model, batch, micro_batches, calls=3):
+    """The live bytes that `calls` consecutive steps (one optimizer, as in a training loop) leave after each returns,
+    counting only tensors created during the steps; when they grow at every call, the last figure is taken after a
+    garbage collection (what only a reference cycle holds is not kept; gc.collect() takes most of a second, so only
+    then)."""
+    opt = RecordingSGD(model.parameters(), lr=0.1, record=False)
+    stale_grads(model, 0.5)  # as earlier steps leave them
+    held = []
+    with LiveBytes() as live:
+        for _ in range(calls):
+            fn(model, batch, nn.CrossEntropyLoss(), opt, micro_batches)
+            held.append(live.allocated)
+        if all(b > a for a, b in zip(held, held[1:])):
+            gc.collect()
+            held[-1] = live.allocated
+    return held
+
+
 def _nth(k):
     return {1: "1st", 2: "2nd", 3: "3rd"}.get(k, f"{k}th")
 
@@ -291,7 +329,7 @@ def check_accumulated_grads(accumulate_step, seed=0):
             where = f"on {device}, batch {batch_size} ({str(dtype).removeprefix('torch.')}), micro_batches={m}"
             try:
                 with _OtherSteps(opt) as others:
-                    call(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step", where=where,
+                    _call_step(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step", where=where,
                          hints=_hints(batch, inputs))
             finally:
                 hook.remove()
@@ -350,7 +388,7 @@ def check_one_step(accumulate_step, seed=0):
         with torch.no_grad():
             pieces = [loss_fn(model(xb), yb).item() for xb, yb in zip(batch[0].chunk(m), batch[1].chunk(m))]
         with _OtherSteps(opt) as others:
-            got = call(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step",
+            got = _call_step(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step",
                        hints=_hints(batch, inputs))
         expect(opt.steps == k + 1, f"optimizer.step() calls after {k + 1} effective batch(es) of {m} "
                "micro-batches", k + 1, opt.steps,
@@ -469,7 +507,7 @@ def check_peak_memory(accumulate_step, seed=0):
     budget = ref + (full - ref) // (2 * (m - 1))  # one micro-batch at a time, plus half a piece's activations
     assert full > budget > ref, "the check's own budget is inconsistent"
     learner = copy.deepcopy(model)
-    peak, opt, calls, events = call(_peak, accumulate_step, learner, batch, m, name="accumulate_step",
+    peak, opt, calls, events = _call_step(_peak, accumulate_step, learner, batch, m, name="accumulate_step",
                                     hints=_hints(batch, 16))
     # the peak is only meaningful for a step that does the work: forwards with autograd on over the whole batch, and
     # backward() through the model (whether the gradients then reach optimizer.step() is check_accumulated_grads's)
@@ -497,5 +535,19 @@ def check_peak_memory(accumulate_step, seed=0):
     expect(peak < budget, f"the peak memory of one step with {m} micro-batches (batch {batch_size})",
            f"under {fmt(budget)}, one micro-batch's activations at a time and half a piece's to spare (full "
            f"batch: {fmt(full)}; one micro-batch at a time: {fmt(ref)})", f"{fmt(peak)}{story}", hint)
+    # across steps: what each call leaves alive after it returns must not pile up (the slow leak of section 2b)
+    steps = 3
+    held = _call_step(_held_after, accumulate_step, copy.deepcopy(model), batch, m, steps, name="accumulate_step",
+                      where=f"called {steps} times in a row", hints=_hints(batch, 16))
+    growth = [b - a for a, b in zip(held, held[1:])]
+    expect(not all(g > 0 for g in growth), f"the memory held after each of {steps} consecutive calls of accumulate_step "
+           f"(one optimizer, batch {batch_size}, micro_batches={m}; tensors created by the calls)",
+           "the same after every call: a step leaves its gradients, and nothing that piles up from step to step",
+           f"{', '.join(fmt(b) for b in held)}: it grows by {', '.join(fmt(g) for g in growth)} per call, so tensors "
+           "created in each call stay alive after it returns (kept in a global, a list or an attribute), step after "
+           "step",
+           "keep floats, not tensors, across steps: loss.item() for what you log, .detach() (or nothing) for what you "
+           "keep; an output or a loss kept as it is holds its autograd graph too.")
     return (f"{m} forwards of one micro-batch each; peak {fmt(peak)} under a budget of {fmt(budget)} that the full "
-            f"batch ({fmt(full)}) breaks (live tensor bytes, measured on the CPU)")
+            f"batch ({fmt(full)}) breaks (live tensor bytes, measured on the CPU); the memory held after "
+            f"{steps} consecutive steps does not grow")

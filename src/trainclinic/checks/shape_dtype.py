@@ -80,12 +80,12 @@ def _unchanged(fn_name, arg_name, before, after):
 
 
 def _batch_cases(seed):
-    """(n, H, W) per case: a batch of one always, and images that are not square (the text says (N, H, W))."""
+    """(n, H, W) per case: a batch of one always, images that are not square and sides that are odd (the text says
+    (N, H, W), any H and W: only build_model's size is even)."""
     if seed == 0:
-        return ((8, 12, 12), (1, 12, 12), (5, 16, 10))
+        return ((8, 12, 12), (1, 12, 12), (5, 15, 10))
     rng = random.Random(31 * seed + 1)
-    sides = [4, 6, 8, 10, 12, 14, 16, 20]
-    h, w = rng.sample(sides, 2)
+    h, w = rng.choice([4, 6, 8, 10, 12, 14, 16, 20]), rng.choice([5, 7, 9, 11, 13, 15])
     return ((rng.randint(2, 16), h, h), (1, w, h), (rng.randint(2, 40), h, w))
 
 
@@ -387,12 +387,14 @@ def _float64_op(ops):
 
 
 def _broadcast_op(ops, n):
-    """The first operation that produced an (n, n) tensor (pred (n, 1) against target (n,)), as text; None if none."""
+    """The first operation that produced a tensor with two dimensions of size n (pred (n, 1) broadcast against
+    target (n,) gives (n, n)), or n * n values or more, as text; None if none."""
     if n < 2:
         return None
     for name, ins, outs in ops:
-        if any(s == (n, n) for s, _ in outs):
-            return f"{name}({', '.join(str(s) for s, _ in ins)}) -> {(n, n)}"
+        wide = next((s for s, _ in outs if sum(d == n for d in s) >= 2 or (n > 2 and math.prod(s) >= n * n)), None)
+        if wide is not None:
+            return f"{name}({', '.join(str(s) for s, _ in ins)}) -> {wide}"
     return None
 
 
@@ -449,6 +451,14 @@ def check_regression_loss(regression_loss, seed=0):
                 hint = "average over the batch: F.mse_loss's default reduction='mean'."
             raise CheckFailed(f"the loss for a batch of {n}: expected {want.item():.6g} (the MSE), observed "
                               f"{value:.6g}{said}." + (f"\nHint: {hint}" if hint else ""))
+        wide = _broadcast_op(ops.ops, n)
+        expect(wide is None, f"the operations inside regression_loss (batch of {n})",
+               f"no broadcasting of pred ({n}, 1) against target ({n},): no tensor of {n} x {n} values (the loss value itself "
+               "is right)",
+               f"{wide}, a table of every prediction against every target ({n} x {n} values, memory and backward "
+               "work that grow as the square of the batch)",
+               f"pred is ({n}, 1) and target is ({n},): make the shapes equal before the arithmetic, pred.squeeze(1) or "
+               "target.unsqueeze(1), so that each prediction meets its own target only.")
         expect(got.dtype == torch.float32, "the loss dtype", "torch.float32 (the model's dtype)", got.dtype,
                "the float64 target promotes the loss (and its backward) to float64: convert the target with "
                "target.to(pred.dtype) or .float().")
