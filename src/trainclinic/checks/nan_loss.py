@@ -477,25 +477,39 @@ def _expect_skipped(model, start, watch, loss_fn, got, what, bad, extra=""):
            "return None itself, not the loss, when the step is skipped." if isinstance(got, float) else "")
 
 
-def _huge_step(safe_step, pristine, kind, x, y, big, dtype):
-    model = copy.deepcopy(pristine)
-    ref = copy.deepcopy(pristine)
-    opt = _optimizer(kind, model.parameters())
-    ref_opt = _optimizer(kind, ref.parameters())
-    fn = _huge_gradient_loss(big)
-    ref_loss = fn(ref(x), y)
+def _special_step(safe_step, pristine, kind, x, y, loss_for, premise, describe):
+    """One planted case of check_safe_step: a reference step on a copy of `pristine` with loss_for(copy), its
+    `premise(loss, grads)` verified (else the case is broken on this torch), then safe_step on another copy, watched.
+    Returns (model, ref, ref_loss, ref_grads, opt, watch, watched, got, what), `what` = describe(loss, grads)."""
+    model, ref = copy.deepcopy(pristine), copy.deepcopy(pristine)
+    opt, ref_opt = _optimizer(kind, model.parameters()), _optimizer(kind, ref.parameters())
+    ref_loss = loss_for(ref)(ref(x), y)
     ref_loss.backward()
     ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
-    g = flat(ref_grads)
-    norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in ref.parameters()])))
-    if not (torch.isfinite(ref_loss) and bool(torch.isfinite(g).all()) and not math.isfinite(norm)):
-        raise RuntimeError(f"check_safe_step's huge-gradient case is broken on torch {torch.__version__}")
+    if not premise(ref_loss, ref_grads):
+        raise RuntimeError(f"check_safe_step's case '{describe(ref_loss, ref_grads)}' is broken on torch "
+                           f"{torch.__version__}")
     ref_opt.step()
-    what = (f"a finite loss ({ref_loss.item():.3g}) whose gradients are all finite (largest |grad| "
-            f"{g.abs().max().item():.3g}) but whose total norm overflows {str(dtype).replace('torch.', '')} to inf")
-    watched = _WatchedLoss(fn)
+    what = describe(ref_loss, ref_grads)
+    watched = _WatchedLoss(loss_for(model))
     with _Watch(model) as watch:
         got = call(safe_step, model, (x, y), watched, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
+    return model, ref, ref_loss, ref_grads, opt, watch, watched, got, what
+
+
+def _norm(grads):
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+
+
+def _huge_step(safe_step, pristine, kind, x, y, big, dtype):
+    fn = _huge_gradient_loss(big)
+    model, ref, ref_loss, ref_grads, opt, watch, watched, got, what = _special_step(
+        safe_step, pristine, kind, x, y, lambda m: fn,
+        lambda loss, grads: bool(torch.isfinite(loss)) and bool(torch.isfinite(flat(grads)).all())
+        and not math.isfinite(_norm(grads)),
+        lambda loss, grads: f"a finite loss ({loss.item():.3g}) whose gradients are all finite (largest |grad| "
+                            f"{flat(grads).abs().max().item():.3g}) but whose total norm overflows "
+                            f"{str(dtype).replace('torch.', '')} to inf")
     if got is None:
         value = ref_loss.item()
         narrow = (f" ({value:.3g} is finite in {str(dtype).replace('torch.', '')} but above float32's largest, "
@@ -523,22 +537,13 @@ def _sum_overflow_step(safe_step, pristine, kind, x, y, dtype):
     over any parameter with two entries or more, overflows to inf: safe_step must take a normal step."""
     name = str(dtype).replace("torch.", "")
     push = 0.6 * torch.finfo(dtype).max
-    model, ref = copy.deepcopy(pristine), copy.deepcopy(pristine)
-    opt, ref_opt = _optimizer(kind, model.parameters()), _optimizer(kind, ref.parameters())
-    ref_loss = _same_sign_loss(ref, push)(ref(x), y)
-    ref_loss.backward()
-    ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
-    total = sum(p.grad.sum() for p in ref.parameters())
-    if not (bool(torch.isfinite(ref_loss)) and bool(torch.isfinite(flat(ref_grads)).all())
-            and not bool(torch.isfinite(total))):
-        raise RuntimeError(f"check_safe_step's same-sign huge-gradient case is broken on torch {torch.__version__}")
-    ref_opt.step()
-    largest = flat(ref_grads).abs().max().item()
-    what = (f"a finite loss ({ref_loss.item():.3g}) whose gradients are all finite, every entry near {push:.3g} (one "
-            f"sign, largest |grad| {largest:.3g}), so that their sum overflows {name} to inf")
-    watched = _WatchedLoss(_same_sign_loss(model, push))
-    with _Watch(model) as watch:
-        got = call(safe_step, model, (x, y), watched, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
+    model, ref, ref_loss, ref_grads, opt, watch, watched, got, what = _special_step(
+        safe_step, pristine, kind, x, y, lambda m: _same_sign_loss(m, push),
+        lambda loss, grads: bool(torch.isfinite(loss)) and bool(torch.isfinite(flat(grads)).all())
+        and not bool(torch.isfinite(sum(g.sum() for g in grads))),
+        lambda loss, grads: f"a finite loss ({loss.item():.3g}) whose gradients are all finite, every entry near "
+                            f"{push:.3g} (one sign, largest |grad| {flat(grads).abs().max().item():.3g}), so that "
+                            f"their sum overflows {name} to inf")
     if got is None:
         hint = (f"it returned None without calling loss.backward() on a loss of {ref_loss.item():.3g}, which is "
                 "finite: only a NaN or inf loss is refused before backward()." if not watched.backward else
@@ -560,22 +565,14 @@ def _within_margin_loss(margin):
 def _zero_loss_step(safe_step, pristine, kind, x, y, dtype):
     """A batch the model already fits: a loss of exactly 0.0 (finite, with finite, zero gradients) is a normal step,
     and 0.0 is the loss to return."""
-    model, ref = copy.deepcopy(pristine), copy.deepcopy(pristine)
-    opt, ref_opt = _optimizer(kind, model.parameters()), _optimizer(kind, ref.parameters())
     with torch.no_grad():
         margin = (pristine(x) - y).abs().max().item() + 1.0
     fn = _within_margin_loss(margin)
-    ref_loss = fn(ref(x), y)
-    ref_loss.backward()
-    ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
-    if ref_loss.item() != 0.0 or not bool(torch.isfinite(flat(ref_grads)).all()):
-        raise RuntimeError(f"check_safe_step's zero-loss case is broken on torch {torch.__version__}")
-    ref_opt.step()
-    what = (f"a batch the model already fits: a loss of exactly 0.0 (every sample within the loss's margin of "
-            f"{margin:.3g}), finite gradients")
-    watched = _WatchedLoss(fn)
-    with _Watch(model) as watch:
-        got = call(safe_step, model, (x, y), watched, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
+    model, ref, ref_loss, ref_grads, opt, watch, watched, got, what = _special_step(
+        safe_step, pristine, kind, x, y, lambda m: fn,
+        lambda loss, grads: loss.item() == 0.0 and bool(torch.isfinite(flat(grads)).all()),
+        lambda loss, grads: f"a batch the model already fits: a loss of exactly 0.0 (every sample within the "
+                            f"loss's margin of {margin:.3g}), finite gradients")
     stepped = sum(s["optimizer"] is opt for s in watch.steps)
     if got is None and stepped:
         expect(False, f"safe_step's result on {what}", "the loss as a Python float, 0.0 (the step was taken)",
@@ -595,7 +592,7 @@ def _huge_hint(safe_step, pristine, kind, x, y, big, dtype):
     m = copy.deepcopy(pristine)
     fn(m(x), y).backward()
     largest = flat([p.grad for p in m.parameters()]).abs().max().item()
-    norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in m.parameters()])))
+    norm = _norm([p.grad for p in m.parameters()])
     if not math.isfinite(norm):
         return ""
     got = call(safe_step, model, (x, y), fn, _optimizer(kind, model.parameters()), name="safe_step", hints=_HINTS,
