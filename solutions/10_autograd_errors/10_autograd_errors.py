@@ -529,7 +529,9 @@ def run(lr=0.1, detach=True, zero_grad=True):
         pred, h = model(x, h)
         loss = F.mse_loss(pred, y)
         loss.backward()                  # without detach: the second chunk raises PyTorch's error here
-        sgd_update(model.parameters(), lr)
+        with torch.no_grad():            # the hand-written SGD step (what your sgd_update does)
+            for p in model.parameters():
+                p -= lr * p.grad
         history["step"].append(step)
         history["loss"].append(loss.item())
         history["grad_norm"].append(tc.grad_norm(model))
