@@ -254,7 +254,7 @@ with warnings.catch_warnings(record=True) as caught:
 # and `graphs.graph_size` counts the autograd nodes behind `total`:
 
 # %%
-val_batches = [(x.to(device), y.to(device)) for x, y in graphs.sine_batches(n_batches=20, batch_size=32, length=32, seed=1)]
+val_batches = [(x.to(device), y.to(device)) for x, y in graphs.sine_batches(n_batches=12, batch_size=32, length=32, seed=1)]
 
 def validate_as_found(model, batches, accumulate="tensor", no_grad=False):
     total, h = 0.0, None
@@ -276,7 +276,7 @@ for name, kwargs in [("total += loss", {}), ("total += loss.item()", {"accumulat
     del result
 
 # %% [markdown]
-# With `total += loss`, the memory of all 20 batches' graphs stays held by one number; on a real validation set it
+# With `total += loss`, the memory of all 12 batches' graphs stays held by one number; on a real validation set it
 # is an out-of-memory error that appears "only during validation". `.item()` frees each graph at the next batch, and
 # `torch.no_grad()` never builds one (less time, less memory).
 #

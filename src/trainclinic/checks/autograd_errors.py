@@ -380,12 +380,15 @@ def check_validate(validate, seed=0):
         graphed = [i for i, (_, g, _) in enumerate(outputs) if g]
         if graphed:
             alive = sum(ref() is not None for ref, _, _ in outputs)
-            held = (f"; {alive} of the {len(outputs)} chunks' outputs are still held after it returned (by the value it "
-                    "returned: every chunk's graph)" if alive else "")
+            by = (f" by the {type(result.grad_fn).__name__} tensor it returned" if torch.is_tensor(result)
+                  and result.grad_fn is not None else "")
+            held = (f"; {alive} of the {len(outputs)} chunks' outputs, with their graphs, are still held after it "
+                    f"returned{by}" if alive else "")
             expect(False, "the model's outputs in validate", "no graph (run under torch.no_grad())",
                    f"{len(graphed)} of {len(outputs)} outputs with a graph (grad_fn={outputs[graphed[0]][2]}){held}",
-                   "wrap the loop in `with torch.no_grad():` and add up loss.item(): validation never calls backward(), "
-                   "so a graph is pure waste, and adding up loss tensors keeps every batch's graph alive")
+                   "wrap the loop in `with torch.no_grad():`: validation never calls backward(), so a graph is pure "
+                   "waste of time and memory" + (", and adding up loss tensors (not loss.item()) keeps every chunk's "
+                                                 "graph alive" if alive else ""))
         value = python_float(result, "validate's return value")
         expect(abs(value - want) <= 1e-4 * abs(want) + 1e-7, f"validate's value ({_describe(c, device)})",
                f"{want:.6g} (the mean of the chunks' MSE, hidden state carried)", f"{value:.6g}",
