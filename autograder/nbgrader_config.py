@@ -30,3 +30,6 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.ExecutePreprocessor.timeout = int(os.environ.get("TRAINCLINIC_CELL_TIMEOUT", 60))
 c.ExecutePreprocessor.interrupt_on_timeout = True
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+# Tracebacks in plain text: IPython's default (Context) mode parses every frame's source file with stack_data, and
+# torch's files are long: 0.3-0.4 s per traceback, several seconds for a notebook whose checks fail.
+c.ExecutePreprocessor.extra_arguments = ["--InteractiveShell.xmode=Plain"]
