@@ -38,7 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["ENVS", "UNIT_TESTS", "venv_dir", "build", "run", "main"]
 
 # What the suite itself needs in each venv (pytest, a kernel and a notebook client), beside the runtime's pins.
-TOOLING = ["ipykernel", "nbclient>=0.10", "nbformat>=5.9", "pytest>=8,<9", "pytest-xdist>=3.5"]
+# jsonschema < 4.25: later ones import rfc3987-syntax where installed, which builds a grammar on import (3-4 s for every
+# notebook client the suite starts; pyproject.toml says the same)
+TOOLING = ["ipykernel", "nbclient>=0.10", "nbformat>=5.9", "jsonschema<4.25", "pytest>=8,<9", "pytest-xdist>=3.5"]
 
 ENVS = {
     "colab": {
