@@ -6,7 +6,7 @@ memory hogs, megabytes of output, stderr from learner code inside the checks, ma
 nbformat, deleted / edited / duplicated cells, renamed and Colab-renamed files, forced passes
 (monkeypatched checks, a fake CheckFailed, patches made during a check, the guard switched off) and a
 submission that snoops on the hidden tests and writes outside its folder. Every other lesson gets its slice
-(correct, blank, the forced passes that patch its checks), and a run as an ordinary user (not root) proves the
+(correct, and a forced pass that patches its checks), and a run as an ordinary user (not root) proves the
 user-namespace fallback. Every grade and every reason is asserted; then the run is interrupted and resumed.
 """
 import ast
@@ -115,18 +115,18 @@ def test_corpus_grade(graded, student):
             assert bad not in text, f"{student}: {bad!r} in its outputs"
 
 
-# The other lessons: correct and the forced passes that patch their checks, graded together in one run (each lesson's blank and
+# The other lessons: correct and a forced pass that patches their checks, graded together in one run (each lesson's blank and
 # wrong fixes are graded through nbgrader itself in test_grading.py, and every one through the fork server in test_runtimes.py).
 OTHERS = LESSONS[1:]
 PER_LESSON_FORCED = ("patches-checks", "patches-during-check")
 
 
 def _picked(lesson):
-    # the blank and the wrong fixes are graded through nbgrader per lesson by tests/test_grading.py, every one by
-    # test_runtimes.py; "correct" proves the lesson earns full marks in the grader's sandbox; the forced passes that
-    # patch the lesson's own check module run on every lesson, the generic ones (a fake CheckFailed, the guard
-    # switched off) on the first lesson's corpus only
-    return ("correct", *PER_LESSON_FORCED)
+    # "correct" proves the lesson earns full marks in the grader's sandbox (its limits, read-only files, no network).
+    # A forced pass that patches the lesson's own check module proves the guard watches that module; the two kinds
+    # (patched before the tests, patched during a check) take turns over the lessons, as each needs a full kernel run:
+    # the first lesson's corpus has both, and the generic ones (a fake CheckFailed, the guard switched off)
+    return ("correct", PER_LESSON_FORCED[OTHERS.index(lesson) % 2])
 
 
 @pytest.fixture(scope="module")
