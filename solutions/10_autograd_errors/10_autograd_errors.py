@@ -382,9 +382,10 @@ print(plot.summary())
 #
 # **3a.** `sgd_update(params, lr)`: the hand-written SGD step. For every tensor in `params` (an iterable, e.g.
 # `model.parameters()`, or a list of leaf tensors) whose `.grad` is not `None`, subtract `lr * p.grad` from `p`
-# **in place**, so that each parameter stays the same leaf tensor (same object, `is_leaf`, `requires_grad`), whatever
-# the grad mode it is called in. Skip tensors whose `.grad` is `None`. (What happens to `.grad` after is up to you:
-# `train` zeroes the gradients at each step.)
+# **in place**, in `p`'s own memory (anything sharing it, such as a view of `p`, sees the new values), so that each
+# parameter stays the same leaf tensor (same object, `is_leaf`, `requires_grad`), whatever the grad mode it is called
+# in; and leave the grad mode as it found it. Skip tensors whose `.grad` is `None`, and update the ones after them.
+# (What happens to `.grad` after the update is up to you: `train` zeroes the gradients at each step.)
 
 # %% nbgrader={"grade": false, "grade_id": "sgd_update", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def sgd_update(params, lr):
@@ -399,10 +400,11 @@ def sgd_update(params, lr):
 
 # %% [markdown]
 # **3b.** `train(model, batches, lr)`: one training step per chunk of `batches` (a list of `(x, y)`), in order, with
-# the hidden state carried from chunk to chunk as above (the first call gets `h=None`) and **detached** before it goes
-# into the next chunk. Each step: zero the gradients (`model.zero_grad()`), `pred, h = model(x, h)`,
-# `loss = F.mse_loss(pred, y)`, `loss.backward()`, then `sgd_update(model.parameters(), lr)`. Return the list of
-# the chunks' losses as Python floats. No optimizer, no `retain_graph`.
+# the hidden state carried from chunk to chunk as above (the first chunk gets `h=None`) and **detached** before it goes
+# into the next chunk. Each step, in this order: zero the gradients (`model.zero_grad()`: the model may arrive with
+# gradients from an earlier `backward()`), `pred, h = model(x, h)`, `loss = F.mse_loss(pred, y)`, `loss.backward()`,
+# then `sgd_update(model.parameters(), lr)`. Each call of `train` starts from `h=None` (a second epoch is a second
+# call, on the same model). Return the list of the chunks' losses as Python floats. No optimizer, no `retain_graph`.
 
 # %% nbgrader={"grade": false, "grade_id": "train", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train(model, batches, lr):
@@ -482,7 +484,7 @@ checks.check_train(train, seed=2)
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "check_hidden_detached", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""train carries the hidden state to the next chunk, detached"""
+"""train starts each call from h=None and carries the hidden state to the next chunk, detached"""
 from trainclinic.checks import autograd_errors as checks
 checks.check_hidden_detached(train)
 ### BEGIN HIDDEN TESTS

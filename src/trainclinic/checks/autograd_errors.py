@@ -5,7 +5,9 @@ Everything is watched from outside, never read: the check's model records, throu
 hooks, the weights and the hidden state going into each chunk and the hidden state coming out; the reference
 gradient of each step is recomputed from those weights and that (detached) hidden state, and compared with the
 step the weights actually took. `train` runs with the reference `sgd_update` in place of the learner's, so that
-each check grades its own cell. `seed` drives a sweep: sizes, learning rates, float32 and float64.
+each check grades its own cell; the model arrives with stale gradients, and train is called twice on it (two
+epochs). sgd_update is called in both grad modes, and compared with the gradients as they were before the call (what
+it leaves in .grad is its own business). `seed` drives a sweep: sizes, learning rates, float32 and float64.
 """
 import contextlib
 import copy
@@ -17,7 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from .. import graphs
-from . import CheckFailed, call, check, devices, expect, python_float
+from . import CheckFailed, call, check, devices, expect, python_float, stale_grads
 
 __all__ = ["check_sgd_update", "check_train", "check_hidden_detached", "check_train_gradients", "check_validate",
            "reference_sgd_update", "reference_train", "reference_validate"]
@@ -191,17 +193,34 @@ def _reference_update(fn):
             restore()
 
 
-def _run_train(train, seed, device):
-    """(case, model, batches, watch, losses): the learner's train on the seed's case, watched."""
+_STALE = 0.05  # the .grad every parameter arrives with in check_train_gradients, as an earlier backward leaves it
+
+
+def _run_train(train, seed, device, again=False, stale=False):
+    """(case, model, batches, watch, losses, starts): the learner's train on the seed's case, watched. again: a first
+    call of train on the first chunks (an earlier epoch) before the call on all of them, on the same model; stale:
+    the model arrives with a .grad in every parameter. starts: the index in watch.calls of each call's first chunk."""
     c, model, batches = _setup(seed, device)
+    if stale:
+        stale_grads(model, _STALE)
+    first = batches[:3] if again else []
+    starts = [0]
     with _Watch(model) as watch, _reference_update(train):
+        if first:
+            call(train, model, first, c["lr"], name="train", hints=HINTS,
+                 where=f"in a first call, on {len(first)} of the {_describe(c, device)}")
+            starts.append(len(watch.calls))
         losses = call(train, model, batches, c["lr"], name="train", hints=HINTS,
-                      where=f"on {_describe(c, device)}")
-    return c, model, batches, watch, losses
+                      where=f"{'in a second call, on the same model, ' if first else ''}on {_describe(c, device)}")
+    if first:
+        expect(starts[1] == len(first), f"forward passes of the model in a first call of train on {len(first)} chunks "
+               f"({_describe(c, device)})", f"one per chunk, {len(first)}", starts[1],
+               "call model(x, h) once per chunk, in order")
+    return c, model, batches, watch, losses, starts
 
 
-def _forwards(c, watch, device):
-    n = len(watch.calls)
+def _forwards(c, watch, device, starts=(0,)):
+    n = len(watch.calls) - starts[-1]
     expect(n == c["n_batches"], f"forward passes of the model in train ({_describe(c, device)})",
            f"one per chunk, {c['n_batches']}", n, "call model(x, h) once per chunk, in order")
 
@@ -210,51 +229,90 @@ def _forwards(c, watch, device):
 
 @check("sgd_update")
 def check_sgd_update(sgd_update, seed=0):
-    """sgd_update(params, lr): in place, the same leaf tensors, p - lr * p.grad; tensors without .grad untouched."""
+    """sgd_update(params, lr): in place, the same leaf tensors, p - lr * p.grad; tensors without .grad untouched;
+    the grad mode as it found it (called with grad mode on, then off)."""
     c = _case(seed)
     for device in devices():
         model = graphs.forecaster(hidden=c["hidden"], seed=seed).to(device, c["dtype"])
         gen = torch.Generator().manual_seed(seed + 7)
         params = list(model.parameters())
-        for p in params[:-1]:  # the head's bias gets no gradient: it must be skipped
-            p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype).to(device)
-        before = [p.detach().clone() for p in params]
-        grads = [None if p.grad is None else p.grad.clone() for p in params]
-        call(sgd_update, model.parameters(), c["lr"], name="sgd_update", hints=HINTS,
-             where=f"on a model's parameters ({str(c['dtype'])[6:]} on {device.type}, grad mode on)")
-        after = list(model.parameters())
-        expect(all(a is p for a, p in zip(after, params)), "the model's parameters after sgd_update",
+        skip = 1 + seed % (len(params) - 1)  # a parameter without .grad, after one with: it must be skipped, not end the loop
+        for i, p in enumerate(params):
+            if i != skip:
+                p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype).to(device)
+        _update(sgd_update, lambda: model.parameters(), params, skip, c, True,
+                f"on a model's parameters ({str(c['dtype'])[6:]} on {device.type}, grad mode on)",
+                "the model's parameters")
+        expect(all(a is p for a, p in zip(model.parameters(), params)), "the model's parameters after sgd_update",
                "the same tensor objects", "other objects")
-        _leaves(params, "the model's parameters")
-        moved = [i for i, (p, b) in enumerate(zip(params, before)) if not torch.equal(p.detach(), b)]
-        expect(moved, "how many of the model's parameters sgd_update changed", f"all {len(params) - 1} that have a .grad",
-               "none: their values are exactly as before",
-               "`p = p - lr * p.grad` (in a loop, or under no_grad) makes a new tensor named p and leaves the parameter "
-               "untouched: change p itself, in place (p -= lr * p.grad, under torch.no_grad())")
-        expect(torch.equal(params[-1].detach(), before[-1]), "a parameter whose .grad is None",
-               "left untouched", "changed", "skip tensors whose .grad is None")
-        for i, (p, b, g) in enumerate(zip(params[:-1], before, grads)):
-            want = b - c["lr"] * g
-            err = _rel(p.detach() - b, want - b)
-            expect(err < _tol(c["dtype"]), f"parameter {i} ({tuple(p.shape)}) after sgd_update at lr={c['lr']}",
-                   "p - lr * p.grad", f"a change off by {err:.2g} (relative)",
-                   "subtract lr times the gradient, once, from each parameter")
-        # plain leaf tensors in a list: the list must still hold the same leaves
-        leaves = [torch.randn(3, 4, generator=gen, dtype=c["dtype"]).to(device).requires_grad_() for _ in range(2)]
-        for t in leaves:
+        # plain leaf tensors in a list, the first without .grad, called inside a no_grad block
+        leaves = [torch.randn(3, 4, generator=gen, dtype=c["dtype"]).to(device).requires_grad_() for _ in range(3)]
+        for t in leaves[1:]:
             t.grad = torch.randn(t.shape, generator=gen, dtype=t.dtype).to(device)
         held = list(leaves)
-        before = [t.detach().clone() for t in leaves]
-        call(sgd_update, leaves, c["lr"], name="sgd_update", hints=HINTS, where="on a list of leaf tensors")
+        _update(sgd_update, lambda: leaves, held, 0, c, False,
+                f"on a list of leaf tensors ({str(c['dtype'])[6:]} on {device.type}, inside torch.no_grad())",
+                "the leaf tensors")
         expect(all(a is b for a, b in zip(leaves, held)) and len(leaves) == len(held), "the list of tensors after sgd_update",
                "the same leaf tensors in it", "other tensors put in their place",
                "do not rebind params[i]: update each tensor in place")
-        _leaves(leaves, "the leaf tensors")
-        for t, b in zip(leaves, before):
-            expect(_rel(t.detach() - b, -c["lr"] * t.grad) < _tol(c["dtype"]), "a leaf tensor after sgd_update",
-                   "p - lr * p.grad", "other values")
-    return (f"in place on {len(params)} parameters and a list of leaves ({str(c['dtype'])[6:]}): the same leaf "
-            f"tensors, p - lr * p.grad, a tensor without .grad untouched")
+    return (f"in place on {len(params)} parameters and a list of leaves ({str(c['dtype'])[6:]}), in both grad modes: "
+            f"the same leaf tensors, p - lr * p.grad, a tensor without .grad untouched, the grad mode left as found")
+
+
+def _update(sgd_update, params_now, params, skip, c, grad_mode, where, what):
+    """Call sgd_update(params_now(), lr) in `grad_mode` and compare each tensor with p - lr * g, g its .grad before the
+    call (what sgd_update leaves in .grad is its own business); params[skip] has no .grad and must stay untouched."""
+    before = [p.detach().clone() for p in params]
+    grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
+    shared = [p.detach() for p in params]  # the same memory as each p: an update in place shows in it
+    outer = torch.is_grad_enabled()
+    try:
+        torch.set_grad_enabled(grad_mode)
+        call(sgd_update, params_now(), c["lr"], name="sgd_update", hints=HINTS, restore_grad=False, where=where)
+        after_mode = torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(outer)
+    expect(after_mode == grad_mode, f"the grad mode after sgd_update (called {where})",
+           f"as sgd_update found it (torch.is_grad_enabled() {grad_mode})",
+           f"{after_mode}: " + ("switched off for good, so the caller's next forward builds no graph and its "
+                                "backward() raises" if grad_mode else
+                                "switched on inside the caller's no_grad block, whose later operations build graphs"),
+           "use `with torch.no_grad():` around the update: it puts the grad mode back when the block ends")
+    _leaves(params, what)
+    lr = c["lr"]
+    moved = [i for i, (p, b) in enumerate(zip(params, before)) if not torch.equal(p.detach(), b)]
+    with_grad = [i for i, g in enumerate(grads) if g is not None]
+    expect(moved, f"how many of {what} sgd_update changed", f"all {len(with_grad)} that have a .grad",
+           "none: their values are exactly as before",
+           "`p = p - lr * p.grad` (in a loop, or under no_grad) makes a new tensor named p and leaves the parameter "
+           "untouched: change p itself, in place (p -= lr * p.grad, under torch.no_grad())")
+    expect(torch.equal(params[skip].detach(), before[skip]), f"{what}: tensor {skip}, whose .grad is None",
+           "left untouched", "changed", "skip tensors whose .grad is None")
+    untouched = [i for i in with_grad if i not in moved]
+    if untouched:
+        i = untouched[0]
+        after_skip = skip < i and all(j > skip for j in untouched) and all(j not in moved for j in with_grad if j > skip)
+        prefix = untouched == with_grad[:len(untouched)] and not isinstance(params_now(), (list, tuple))
+        expect(False, f"{what}: tensor {i} ({tuple(params[i].shape)}) after sgd_update at lr={lr}",
+               "p - lr * p.grad", f"its old values, untouched, though it has a .grad ({len(untouched)} of the "
+               f"{len(with_grad)} tensors with a .grad untouched: {untouched}" + (
+                   "; params was model.parameters(), a generator, which can be iterated only once: the first "
+                   "tensors it yields are not seen again by a second pass" if prefix else "") + ")",
+               f"tensor {skip} has .grad None and every tensor after it was left untouched: skip that tensor "
+               "(`continue`), do not end the loop there (`return`, `break`)" if after_skip else "")
+    for i in with_grad:
+        p, b, g = params[i], before[i], grads[i]
+        err = _rel(p.detach() - b, -lr * g)
+        expect(err < _tol(c["dtype"]), f"{what}: tensor {i} ({tuple(p.shape)}) after sgd_update at lr={lr}",
+               "p - lr * p.grad (with p.grad as it was before the call)", f"a change off by {err:.2g} (relative)",
+               "subtract lr times the gradient, once, from each tensor")
+        expect(torch.equal(shared[i], p.detach()), f"{what}: tensor {i}'s memory after sgd_update",
+               "the new values in it (an update in place)",
+               "the old values still there: the tensor was given new memory (as `p.data = ...` or `p.set_(...)` "
+               "does), so anything sharing the old memory (a view of p, p.detach(), a flat buffer) still reads the "
+               "old values", "subtract in place, in p's own memory: p -= lr * p.grad (or p.sub_(...)) under "
+               "torch.no_grad()")
 
 
 def _leaves(tensors, what):
@@ -270,7 +328,7 @@ def _leaves(tensors, what):
 def check_train(train, seed=0):
     """train runs one step per chunk, returns the chunks' losses as Python floats, and they fall."""
     for device in devices():
-        c, model, batches, watch, losses = _run_train(train, seed, device)
+        c, model, batches, watch, losses, _ = _run_train(train, seed, device)
         expect(isinstance(losses, (list, tuple)), "train's return value", "a list of the chunks' losses",
                type(losses).__name__)
         expect(len(losses) == c["n_batches"], f"how many losses train returned ({_describe(c, device)})",
@@ -290,63 +348,113 @@ def check_train(train, seed=0):
 
 @check("hidden_detached")
 def check_hidden_detached(train, seed=0):
-    """train gives each chunk after the first the previous chunk's final hidden state, detached."""
+    """train starts each call from h=None and gives each later chunk the previous chunk's final hidden state,
+    detached (train is called twice on the same model, as for two epochs)."""
     for device in devices():
-        c, model, batches, watch, losses = _run_train(train, seed, device)
-        _forwards(c, watch, device)
-        first = watch.calls[0]["h_in"]
-        expect(first is None or not first.abs().max().item(), "the hidden state given to the first chunk",
-               "None (or zeros)", "other values", "start each call of train from h=None")
-        for k in range(1, len(watch.calls)):
-            now, prev = watch.calls[k], watch.calls[k - 1]
-            expect(now["h_in"] is not None, f"the hidden state given to chunk {k}", "the previous chunk's h, carried",
+        c, model, batches, watch, losses, starts = _run_train(train, seed, device, again=True)
+        _forwards(c, watch, device, starts)
+        for k in range(len(watch.calls)):
+            now = watch.calls[k]
+            if k in starts:
+                h = now["h_in"]
+                second = k > 0
+                kept = second and h is not None and h.shape == watch.calls[k - 1]["h_out"].shape and torch.allclose(
+                    h, watch.calls[k - 1]["h_out"])
+                expect(h is None or not h.abs().max().item(),
+                       "the hidden state given to the first chunk" + (" of a second call of train, on the same model "
+                                                                     "(a second epoch)" if second else ""),
+                       "None (or zeros): each call of train starts from h=None",
+                       "the last h of the previous call, kept from it" if kept else "other values",
+                       "start each call of train from h=None: keep no hidden state from one call to the next")
+                continue
+            prev = watch.calls[k - 1]
+            chunk = k - starts[-1] if k > starts[-1] else k
+            expect(now["h_in"] is not None, f"the hidden state given to chunk {chunk}", "the previous chunk's h, carried",
                    "None: the model starts from zeros at every chunk",
                    "pass h from the previous model(x, h) call into the next one (detached)")
             expect(now["h_in"].shape == prev["h_out"].shape and torch.allclose(now["h_in"], prev["h_out"]),
-                   f"the hidden state given to chunk {k}", f"the h chunk {k - 1} returned",
+                   f"the hidden state given to chunk {chunk}", f"the h chunk {chunk - 1} returned",
                    "other values (a fresh one?)", "carry h from chunk to chunk; detach() keeps its values")
-            expect(now["h_grad_fn"] is None and not now["h_requires_grad"], f"the hidden state given to chunk {k}",
+            expect(now["h_grad_fn"] is None and not now["h_requires_grad"], f"the hidden state given to chunk {chunk}",
                    "detached (grad_fn None)",
-                   f"still attached to chunk {k - 1}'s graph (grad_fn={type(now['h_grad_fn']).__name__})", _DETACH)
-    return f"{len(watch.calls) - 1} chunks got the previous chunk's hidden state, detached ({_describe(c, device)})"
+                   f"still attached to chunk {chunk - 1}'s graph (grad_fn={type(now['h_grad_fn']).__name__})", _DETACH)
+    return (f"each of 2 calls of train started from h=None; {len(watch.calls) - len(starts)} chunks got the previous "
+            f"chunk's hidden state, detached ({_describe(c, device)})")
+
+
+def _h_text(h, prev_out, start):
+    """How a hidden state given to a chunk compares with what the reference gives it (None at a call's start)."""
+    if h is None or not h.abs().max().item():
+        return "None (zeros)"
+    if prev_out is not None and h.shape == prev_out.shape and torch.allclose(h, prev_out):
+        return "the previous call's last h" if start else "the previous chunk's h"
+    return "other values"
 
 
 @check("train_gradients")
 def check_train_gradients(train, seed=0):
-    """each step of train moves the weights by -lr times that chunk's own gradient at the weights of that step."""
+    """each step of train moves the weights by -lr times that chunk's own gradient, as the reference computes it
+    (at the weights of that step, from h=None at a call's first chunk, else the previous chunk's h, detached). The
+    model arrives with a .grad in every parameter (an earlier backward's), and train is called twice on it."""
     for device in devices():
-        c, model, batches, watch, losses = _run_train(train, seed, device)
-        _forwards(c, watch, device)
+        c, model, batches, watch, losses, starts = _run_train(train, seed, device, again=True, stale=True)
+        _forwards(c, watch, device, starts)
         ref = copy.deepcopy(model)
         params = list(ref.parameters())
         weights = [call_["weights"] for call_ in watch.calls] + [[p.detach().clone() for p in model.parameters()]]
-        total = None
-        for t, (call_, (x, y)) in enumerate(zip(watch.calls, batches)):
+        chunks = batches[:starts[-1]] + batches
+        stale = torch.full_like(_flat(params), _STALE)
+
+        def grad_at(t, h):
             with torch.no_grad():
-                for p, w in zip(params, call_["weights"]):
+                for p, w in zip(params, watch.calls[t]["weights"]):
                     p.copy_(w)
-            loss = F.mse_loss(ref(x, call_["h_in"])[0], y)
-            g = _flat(torch.autograd.grad(loss, params))
-            total = g if total is None else total + g
+            x, y = chunks[t]
+            return _flat(torch.autograd.grad(F.mse_loss(ref(x, h)[0], y), params))
+
+        total = stale
+        for t, call_ in enumerate(watch.calls):
+            start = t in starts
+            h_ref = None if start else watch.calls[t - 1]["h_out"]
+            g = grad_at(t, h_ref)
+            total = total + g
             step = _flat(weights[t]) - _flat(weights[t + 1])
             want = c["lr"] * g
             err = _rel(step, want)
             if err < _tol(c["dtype"]):
                 continue
-            where = f"the weights' change at step {t} ({_describe(c, device)})"
+            chunk = t - starts[-1] if t >= starts[-1] else t
+            which = f"step {t}: chunk {chunk} of train's {'second' if t >= starts[-1] and len(starts) > 1 else 'first'} call"
+            where = f"the weights' change at {which} ({_describe(c, device)})"
             if not step.abs().max().item():
                 expect(False, where, f"-lr x that chunk's gradient (norm {want.norm().item():.4g})", "no change at all",
                        "the order of a step: zero_grad(), forward, backward(), then the update")
-            if t > 0 and _rel(step, c["lr"] * total) < _tol(c["dtype"]):
-                expect(False, where, f"-lr x chunk {t}'s gradient (norm {want.norm().item():.4g})",
-                       f"-lr x the SUM of the gradients of chunks 0..{t} (norm {step.norm().item():.4g}): .grad was "
-                       "never zeroed", "model.zero_grad() at the start of every step: backward() adds into .grad")
+            if _rel(step, c["lr"] * total) < _tol(c["dtype"]):
+                if t == 0 and _rel(_flat(weights[1]) - _flat(weights[2]), c["lr"] * grad_at(1, watch.calls[0]["h_out"])) < _tol(c["dtype"]):
+                    expect(False, where, f"-lr x chunk 0's gradient (norm {want.norm().item():.4g})",
+                           f"-lr x (that gradient + the .grad the model arrived with, left by an earlier backward; "
+                           f"norm {step.norm().item():.4g}): .grad was not zeroed before the first step, only after it",
+                           "each step STARTS with model.zero_grad(): backward() adds into whatever .grad holds")
+                expect(False, where, f"-lr x that chunk's gradient (norm {want.norm().item():.4g})",
+                       f"-lr x the SUM of the .grad the model arrived with and the gradients of chunks 0..{t} "
+                       f"(norm {step.norm().item():.4g}): .grad was never zeroed",
+                       "model.zero_grad() at the start of every step: backward() adds into .grad")
             ratio = step.norm().item() / max(want.norm().item(), 1e-30)
-            hint = (_DETACH if call_["h_grad_fn"] is not None else
-                    "the update is -lr * p.grad, with the gradient of this chunk's loss only")
-            expect(False, where, f"-lr x chunk {t}'s own gradient (norm {want.norm().item():.4g})",
-                   f"a change off by {err:.2g} (relative; norm ratio {ratio:.3g})", hint)
-    return (f"{len(watch.calls)} steps, each -lr x its own chunk's gradient, as the reference computes it "
+            observed = f"a change off by {err:.2g} (relative; norm ratio {ratio:.3g})"
+            h_in, hint = call_["h_in"], "the update is -lr * p.grad, with the gradient of this chunk's loss only"
+            if call_["h_grad_fn"] is not None:
+                hint = _DETACH
+            elif _h_text(h_in, h_ref, start) != ("None (zeros)" if start else "the previous chunk's h"):
+                own = _rel(step, c["lr"] * grad_at(t, h_in))
+                given = _h_text(h_in, None if not t else watch.calls[t - 1]["h_out"], start)
+                if own < _tol(c["dtype"]):
+                    observed = (f"-lr x the gradient from the hidden state it was given, {given}, not from "
+                                f"{'None' if start else 'the h the previous chunk returned'}, as the reference does")
+                    hint = ("start each call of train from h=None" if start else
+                            "carry h from chunk to chunk (detached): chunk k starts from the h chunk k-1 returned")
+            expect(False, where, f"-lr x that chunk's own gradient, as the reference computes it "
+                   f"(norm {want.norm().item():.4g})", observed, hint)
+    return (f"{len(watch.calls)} steps over 2 calls, each -lr x its own chunk's gradient, as the reference computes it "
             f"({_describe(c, device)})")
 
 
@@ -364,17 +472,16 @@ def check_validate(validate, seed=0):
                             type(pred.grad_fn).__name__ if pred.grad_fn is not None else None))
 
         handle = model.register_forward_hook(hook)
-        grad = torch.is_grad_enabled()
+        outer = torch.is_grad_enabled()
         try:
+            torch.set_grad_enabled(True)
             result = call(validate, model, batches, name="validate", hints=HINTS, restore_grad=False,
                           where=f"on {_describe(c, device)}")
             after = torch.is_grad_enabled()
         finally:
-            torch.set_grad_enabled(grad)
+            torch.set_grad_enabled(outer)
             handle.remove()
-        expect(after == grad, "the grad mode after validate", f"as before (torch.is_grad_enabled() {grad})",
-               f"{after}: it was switched off for good, so the next training step's loss has no graph",
-               "use `with torch.no_grad():` around the loop: it puts the grad mode back when the block ends")
+        _grad_mode(after, True)
         expect(len(outputs) == len(batches), "forward passes of the model in validate", f"one per chunk, {len(batches)}",
                len(outputs))
         graphed = [i for i, (_, g, _) in enumerate(outputs) if g]
@@ -393,4 +500,27 @@ def check_validate(validate, seed=0):
         expect(abs(value - want) <= 1e-4 * abs(want) + 1e-7, f"validate's value ({_describe(c, device)})",
                f"{want:.6g} (the mean of the chunks' MSE, hidden state carried)", f"{value:.6g}",
                "the mean over chunks of F.mse_loss(pred, y), with h carried from chunk to chunk as in train")
-    return f"the mean loss {value:.4g} as a float, no graph built or held, grad mode untouched ({_describe(c, device)})"
+        # called inside a no_grad block (as in an evaluation helper): the same value, and grad mode left off
+        try:
+            torch.set_grad_enabled(False)
+            again = call(validate, model, batches, name="validate", hints=HINTS, restore_grad=False,
+                         where=f"inside torch.no_grad(), on {_describe(c, device)}")
+            after = torch.is_grad_enabled()
+        finally:
+            torch.set_grad_enabled(outer)
+        _grad_mode(after, False, " inside a no_grad block")
+        again = python_float(again, "validate's return value (called inside torch.no_grad())")
+        expect(abs(again - want) <= 1e-4 * abs(want) + 1e-7, f"validate's value inside torch.no_grad() ({_describe(c, device)})",
+               f"{want:.6g}, as in grad mode", f"{again:.6g}")
+    return (f"the mean loss {value:.4g} as a float, no graph built or held, grad mode untouched (on and off) "
+            f"({_describe(c, device)})")
+
+
+def _grad_mode(after, before, called=""):
+    expect(after == before, f"the grad mode after validate (called{called} with torch.is_grad_enabled() {before})",
+           f"as before ({before})",
+           f"{after}: " + ("it was switched off for good, so the next training step's loss has no graph" if before else
+                           "it was switched on inside the caller's no_grad block, whose later operations now build "
+                           "graphs"),
+           "use `with torch.no_grad():` around the loop: it puts the grad mode back (whatever it was) when the "
+           "block ends")
