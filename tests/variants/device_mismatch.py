@@ -863,3 +863,17 @@ BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND8.items():
     VARIANTS[f"blind8_{_name}"] = _spec
+
+BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
+    # int32 / int16 / uint8 tensors (ids, masks, byte images) come back int64: breaks 'only its device changes: its 
+    'to_device_ints_to_int64': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    def move(value):\n        if not torch.is_tensor(value):\n            return value\n        value = value.to(device)\n        if not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool):\n            value = value.long()          # labels / indices: losses and embeddings want int64\n        return value\n    if isinstance(batch, dict):\n        return {key: move(value) for key, value in batch.items()}\n    return type(batch)(map(move, batch))\n'},
+        'lost': {'check_to_device': "expected dtype int32 kept (only the device changes), observed int64"}},
+    # when the largest count is under twice the smallest (e.g. [40, 30, 25]) no weights are used: breaks 'class c ha
+    'cwl_weights_only_if_imbalanced': {'cells': {'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n    """Cross-entropy with balanced class weights, built on the logits\' device."""\n    n_total, n_classes = sum(class_counts), len(class_counts)\n    if max(class_counts) < 2 * min(class_counts):\n        # nearly balanced classes: the weights would be close to 1, skip them\n        return nn.functional.cross_entropy(logits, targets)\n    weights = torch.tensor([n_total / (n_classes * c) for c in class_counts],\n                           device=logits.device, dtype=logits.dtype)\n    return nn.functional.cross_entropy(logits, targets, weight=weights)\n'},
+        'lost': {'check_class_weighted_loss': 'nearly balanced: the largest under twice the smallest): expected'}},
+    # the forward runs with BatchNorm using running statistics and Dropout off: breaks 'the model stays in training 
+    'train_step_norm_and_dropout_frozen': {'cells': {'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch[0].to(device), batch[1].to(device)\n    for module in model.modules():\n        if isinstance(module, (nn.modules.batchnorm._BatchNorm, nn.Dropout)):\n            module.eval()                  # keep running stats fixed and the step deterministic\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    model.train()\n    return loss.item()\n'},
+        'lost': {'check_train_step': "observed eval mode in BatchNorm1d (model[1]), Dropout (model[3])"}},
+}
+for _name, _spec in BLIND9.items():
+    VARIANTS[f"blind9_{_name}"] = _spec

@@ -364,3 +364,15 @@ BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND8.items():
     VARIANTS[f"blind8_{_name}"] = _spec
+
+BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
+    # for a batch of one pred.squeeze() is 0-d and mse_loss broadcasts () against (1,) (with PyTorch's 'different to
+    'reg_squeeze_all_dims': {'cells': {'regression_loss': 'def regression_loss(pred, target):\n    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""\n    return F.mse_loss(pred.squeeze(), target.float())\n'},
+        'lost': {'check_regression_loss': 'observed squeeze((1, 1)) -> (), a 0-d tensor without the batch dimension'}},
+    # written by hand, the same class without PyTorch's warning: pred.squeeze() is 0-d on a batch of one and the
+    # subtraction broadcasts it against the (1,) target (value right only because the batch holds one sample)
+    'reg_squeeze_all_dims_by_hand': {'cells': {'regression_loss': 'def regression_loss(pred, target):\n    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""\n    return (pred.squeeze() - target.float()).pow(2).mean()\n'},
+        'lost': {'check_regression_loss': 'then sub((), (1,)) -> (1,), broadcast back'}},
+}
+for _name, _spec in BLIND9.items():
+    VARIANTS[f"blind9_{_name}"] = _spec

@@ -61,12 +61,17 @@ def _sample_batches(seed):
     other = torch.bfloat16 if x.dtype == torch.float64 else torch.float64
     w = torch.rand(n, generator=g).to(other) if seed % 2 else torch.rand(n, generator=g) > 0.5
     ids = [f"id{i}" for i in range(n)]
-    tup = (x, y, w) if seed % 3 != 1 else (x, y, "train", w)
-    lst = [x, y, w, ids] if seed % 2 == 0 else [ids, x, y, w, 3]
+    # integer tensors that are not int64 (token ids, masks, raw byte images): a mover that casts integers to int64
+    # "for the loss" shows here (the labels y are int64 and hide it); each batch has one, its dtype swept by seed
+    ints = [torch.int32, torch.uint8, torch.int16, torch.int8]
+    small = [torch.randint(0, 100, (n, 2), generator=g).to(ints[(seed + k) % 4]) for k in range(3)]
+    tup = (x, y, w, small[0]) if seed % 3 != 1 else (x, y, "train", w, small[0])
+    lst = [x, y, w, ids, small[1]] if seed % 2 == 0 else [ids, x, y, w, 3, small[1]]
     # a 0-d tensor is a tensor too: an int one on seed 0, on other seeds a float one in a dtype the inputs lack
     scalar = torch.tensor(0.5, dtype=other) if seed else torch.tensor(seed + 3)
     raw = np.arange(n, dtype=np.int64)  # a NumPy array from the dataset: not a tensor, so it stays as it is
-    dct = {"inputs": x, "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None, "step": scalar, "index": raw}
+    dct = {"inputs": x, "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None, "step": scalar, "index": raw,
+           "tokens": small[2]}
     return [tup, lst, dct]
 
 
@@ -156,7 +161,9 @@ def _verify_moved(to_device, batch, device, real=True, reached=()):
         expect(moved.dtype == value.dtype, f"{label} in to_device's result for a {kind} batch",
                f"dtype {_name(value.dtype)} kept (only the device changes)", f"{_name(moved.dtype)}",
                "move each tensor with .to(device) alone: its dtype is the caller's (a float64 model needs its "
-               "float64 data, a bfloat16 one its bfloat16 data).")
+               "float64 data, a bfloat16 one its bfloat16 data)." if value.is_floating_point() else
+               "move each tensor with .to(device) alone: its dtype is the caller's (int32 token ids, uint8 images "
+               "and masks stay as they are: the code that uses them converts them if, and where, it needs to).")
         expect(moved.shape == value.shape, f"{label} in to_device's result for a {kind} batch",
                f"shape {tuple(value.shape)} kept", f"{tuple(moved.shape)}")
         if real:
@@ -248,6 +255,74 @@ def _loss_cause(got, logits, targets, counts, rtol, atol):
             "cross-entropy (its mean divides by the sum of the picked weights).")
 
 
+def _balanced_case(seed, classes, n):
+    """Nearly balanced counts (the largest under twice the smallest, weights near 1 but not 1), logits and targets
+    that hold the rarest and the most common class: the weights apply to any counts, not only to imbalanced ones."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    while True:
+        counts = (torch.randperm(26, generator=g)[:classes] + 30).tolist()  # 30..55: max < 2 * min
+        if any((sum(counts) / (classes * c)) % 1 for c in counts):
+            break
+    n = max(n, 6)
+    logits = torch.randn(n, classes, generator=g) * 2
+    targets = torch.randint(0, classes, (n,), generator=g)
+    targets[0], targets[1] = counts.index(min(counts)), counts.index(max(counts))
+    return counts, logits, targets
+
+
+def _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device, balanced=False):
+    """One call of class_weighted_loss on `device` with `dtype` logits, its result compared with the reference."""
+    lg = logits.to(device, dtype).requires_grad_()
+    tg = targets.to(device)
+    counts_arg, targets_before = list(counts), tg.clone()
+    try:
+        got = call(class_weighted_loss, lg, tg, counts_arg, name="class_weighted_loss")
+    except CheckFailed as failed:
+        if dtype == torch.float32:
+            raise
+        text = str(failed).split("\nHint:")[0]
+        hint = ("\nHint: create the weight tensor with the logits' dtype too (dtype=logits.dtype)."
+                if "scalar type" in text or "dtype" in text else "")
+        raise CheckFailed(f"with {_name(dtype)} logits (float32 ones worked): {text}{hint}") from None
+    expect(type(counts_arg) is list and counts_arg == counts, "the class_counts list after the call",
+           f"unchanged, {counts} (the caller's list: the next batch's loss is built from it again)",
+           f"{counts_arg!r}", "build the weights in a new tensor; do not write into class_counts.")
+    expect(torch.equal(tg, targets_before), "the targets after the call", "unchanged (the caller's tensor)",
+           "different values", "compute from targets without modifying them in place.")
+    want = F.cross_entropy(lg.detach().double(), tg, weight=reference_weights(counts, lg.double()))
+    expect(torch.is_tensor(got), "the loss", "a tensor (so it can be backpropagated)", type(got).__name__,
+           "return the loss tensor itself, not loss.item().")
+    expect(got.dim() == 0, "the loss", "a scalar (0-dim tensor)", f"shape {tuple(got.shape)}")
+    expect(got.requires_grad, "the loss", "connected to logits (requires_grad)", "no gradient path",
+           "compute it from logits with PyTorch operations; do not detach or rebuild it.")
+    expect(same_device(got, device), "the loss", f"on {device}, with the logits", f"on {got.device}")
+    if got.dtype != dtype:
+        wider = torch.promote_types(got.dtype, dtype) == got.dtype  # promoted by a wider operand
+        raise CheckFailed(
+            f"the loss for {_name(dtype)} logits: expected dtype {_name(dtype)}, the logits' dtype, observed "
+            f"{_name(got.dtype)}.\nExpected: " + (
+                f"every tensor of the computation in the logits' dtype (a {_name(got.dtype)} operand promotes "
+                f"the loss): build the weights with dtype=logits.dtype." if wider else
+                "the loss computed in the logits' own dtype: no conversion of the logits or of the loss "
+                "(.float(), .to(...)), and the weights built with dtype=logits.dtype."))
+    rtol, atol = _TOLERANCE[dtype]
+    what = (f"the loss for {_name(dtype)} logits on {device} (n={len(targets)}, counts {counts}"
+            + (", nearly balanced: the largest under twice the smallest)" if balanced else ")"))
+    if dtype == torch.float64 and not close(got, want, rtol=rtol, atol=atol) and close(got, want):
+        raise CheckFailed(f"{what}: expected {want.item():.12g}, observed {got.item():.12g}, equal only to "
+                          f"float32 precision.\nHint: something was computed in float32: build the weights "
+                          f"with dtype=logits.dtype.")
+    if not close(got, want, rtol=rtol, atol=atol):
+        unweighted = F.cross_entropy(lg.detach().double(), tg)
+        if balanced and close(got, unweighted, rtol=rtol, atol=atol):
+            raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}, which is the "
+                              f"cross-entropy without class weights (for the imbalanced counts of this check it "
+                              f"used them).\nHint: weight the classes for any counts: weights close to 1 are "
+                              f"not 1, and the text asks for n_total / (n_classes * class_counts[c]) always.")
+        raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}"
+                          f"{_loss_cause(got, lg, tg, counts, rtol, atol)}")
+
+
 @check("class_weighted_loss")
 def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None):
     """class_weighted_loss(logits, targets, class_counts) = cross-entropy with balanced weights, on logits' device."""
@@ -255,48 +330,10 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
     dtypes = dtypes if torch.float64 in dtypes or torch.bfloat16 in dtypes else dtypes + [torch.float64]
     for device in devices():
         for dtype in dtypes:
-            lg = logits.to(device, dtype).requires_grad_()
-            tg = targets.to(device)
-            counts_arg, targets_before = list(counts), tg.clone()
-            try:
-                got = call(class_weighted_loss, lg, tg, counts_arg, name="class_weighted_loss")
-            except CheckFailed as failed:
-                if dtype == torch.float32:
-                    raise
-                text = str(failed).split("\nHint:")[0]
-                hint = ("\nHint: create the weight tensor with the logits' dtype too (dtype=logits.dtype)."
-                        if "scalar type" in text or "dtype" in text else "")
-                raise CheckFailed(f"with {_name(dtype)} logits (float32 ones worked): {text}{hint}") from None
-            expect(type(counts_arg) is list and counts_arg == counts, "the class_counts list after the call",
-                   f"unchanged, {counts} (the caller's list: the next batch's loss is built from it again)",
-                   f"{counts_arg!r}", "build the weights in a new tensor; do not write into class_counts.")
-            expect(torch.equal(tg, targets_before), "the targets after the call", "unchanged (the caller's tensor)",
-                   "different values", "compute from targets without modifying them in place.")
-            want = F.cross_entropy(lg.detach().double(), tg, weight=reference_weights(counts, lg.double()))
-            expect(torch.is_tensor(got), "the loss", "a tensor (so it can be backpropagated)", type(got).__name__,
-                   "return the loss tensor itself, not loss.item().")
-            expect(got.dim() == 0, "the loss", "a scalar (0-dim tensor)", f"shape {tuple(got.shape)}")
-            expect(got.requires_grad, "the loss", "connected to logits (requires_grad)", "no gradient path",
-                   "compute it from logits with PyTorch operations; do not detach or rebuild it.")
-            expect(same_device(got, device), "the loss", f"on {device}, with the logits", f"on {got.device}")
-            if got.dtype != dtype:
-                wider = torch.promote_types(got.dtype, dtype) == got.dtype  # promoted by a wider operand
-                raise CheckFailed(
-                    f"the loss for {_name(dtype)} logits: expected dtype {_name(dtype)}, the logits' dtype, observed "
-                    f"{_name(got.dtype)}.\nExpected: " + (
-                        f"every tensor of the computation in the logits' dtype (a {_name(got.dtype)} operand promotes "
-                        f"the loss): build the weights with dtype=logits.dtype." if wider else
-                        "the loss computed in the logits' own dtype: no conversion of the logits or of the loss "
-                        "(.float(), .to(...)), and the weights built with dtype=logits.dtype."))
-            rtol, atol = _TOLERANCE[dtype]
-            what = f"the loss for {_name(dtype)} logits on {device} (n={len(targets)}, counts {counts})"
-            if dtype == torch.float64 and not close(got, want, rtol=rtol, atol=atol) and close(got, want):
-                raise CheckFailed(f"{what}: expected {want.item():.12g}, observed {got.item():.12g}, equal only to "
-                                  f"float32 precision.\nHint: something was computed in float32: build the weights "
-                                  f"with dtype=logits.dtype.")
-            if not close(got, want, rtol=rtol, atol=atol):
-                raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}"
-                                  f"{_loss_cause(got, lg, tg, counts, rtol, atol)}")
+            _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device)
+    balanced = _balanced_case(seed, len(counts), len(targets))
+    for device in devices():
+        _verify_loss(class_weighted_loss, *balanced, torch.float32, device, balanced=True)
 
     def probe(sim):
         got = call(class_weighted_loss, sim.tensor(logits), sim.tensor(targets), list(counts),
@@ -512,6 +549,42 @@ def _caller_settings(train_step, case, seed, batch, loss_fn):
            "a step changes no global setting: each one stays in force for all the caller's later code.")
 
 
+def _layer_modes(train_step, case, seed, batch, loss_fn):
+    """One more step, on the CPU, with a model that has BatchNorm1d and Dropout (layers whose forward depends on the
+    mode): each of its layers must be in training mode whenever it runs during the step, as the caller set it."""
+    x, y = batch
+    if len(y) < 2:  # BatchNorm in training mode needs more than one value per channel
+        x, y = torch.cat([x, x.flip(1)]), torch.cat([y, y])
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(case["inputs"], case["hidden"]), nn.BatchNorm1d(case["hidden"]), nn.ReLU(),
+                              nn.Dropout(0.25), nn.Linear(case["hidden"], case["classes"])).to(case["dtype"])
+    opt = torch.optim.SGD(model.parameters(), lr=case["lr"])
+    kinds = {name: type(m).__name__ for name, m in model.named_modules()}
+    in_eval = {}  # name -> kind, for each layer that ran in eval mode
+
+    def note(module, args, name):
+        if not module.training:
+            in_eval[name] = kinds[name]
+
+    handles = [m.register_forward_pre_hook(lambda module, args, name=name: note(module, args, name))
+               for name, m in model.named_modules()]
+    try:
+        call(train_step, model, [x.clone(), y.clone()], loss_fn, opt, torch.device("cpu"), name="train_step",
+             where="(on cpu) with a model that has BatchNorm1d and Dropout layers, in training mode")
+    finally:
+        for handle in handles:
+            handle.remove()
+    layers = ", ".join(f"{kind} ({'the model itself' if not name else f'model[{name}]'})"
+                       for name, kind in in_eval.items())
+    expect(not in_eval, "the layers' modes while they ran in train_step, for a model with BatchNorm1d and Dropout "
+           "layers (model.train() set by the caller)", "every layer in training mode: a training step computes its "
+           "loss in training mode", f"eval mode in {layers}",
+           "leave every layer in training mode for the step's forward: in eval mode dropout is off and BatchNorm "
+           "uses (and does not update) its running statistics, so the loss and the gradients are not those of a "
+           "training step.")
+
+
 @check("train_step")
 def check_train_step(train_step, seed=0, batch_size=None):
     """train_step(model, batch, loss_fn, optimizer, device) does one correct step with the batch on the model's device."""
@@ -655,6 +728,7 @@ def check_train_step(train_step, seed=0, batch_size=None):
                "anything else you want) from the one forward")
 
     _caller_settings(train_step, case, seed, batch, loss_fn)
+    _layer_modes(train_step, case, seed, batch, loss_fn)
     model = _model(case, seed, torch.device("cpu"))  # real tensors: the simulation makes its fake twins
     reached = []  # what the simulation could not follow, if anything
 

@@ -353,12 +353,22 @@ def check_build_model(build_model, seed=0):
             "finite gradients, samples independent, conv-ReLU-pool-flatten-Linear with its own weights")
 
 
-class _Ops(TorchDispatchMode):
-    """Record every operation under it: (name, input shapes and dtypes, output shape and dtype)."""
+_RESHAPES = {"squeeze", "view", "_unsafe_view", "reshape", "_reshape_alias", "select", "as_strided", "unbind",
+             "flatten", "alias"}  # operations that change a shape without reducing values
 
-    def __init__(self):
+
+class _Ops(TorchDispatchMode):
+    """Record every operation under it: (name, input shapes and dtypes, output shape and dtype). With `sources`
+    (pred and target), it also follows what is computed from them, and notes in `dropped` the first time such a
+    tensor lost every dimension by a reshape (no reduction: pred.squeeze() on a batch of one) and was then broadcast
+    back to a tensor with dimensions: (the reshape, the broadcasting operation) as text."""
+
+    def __init__(self, sources=()):
         super().__init__()
         self.ops = []
+        self.derived = {id(t): t for t in sources}  # the tensors held, so that their ids stay theirs
+        self.flat = {}  # id -> (tensor, the reshape that made it 0-d) for 0-d tensors that lost their dimensions
+        self.dropped = None
 
     @classmethod
     def _should_skip_dynamo(cls):
@@ -368,8 +378,19 @@ class _Ops(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         ins = [a for a in list(args) + list((kwargs or {}).values()) if torch.is_tensor(a)]
         outs = [out] if torch.is_tensor(out) else [o for o in out if torch.is_tensor(o)] if isinstance(out, (tuple, list)) else []
-        self.ops.append((str(func.overloadpacket.__name__), [(tuple(t.shape), t.dtype) for t in ins],
-                         [(tuple(t.shape), t.dtype) for t in outs]))
+        name = str(func.overloadpacket.__name__)
+        self.ops.append((name, [(tuple(t.shape), t.dtype) for t in ins], [(tuple(t.shape), t.dtype) for t in outs]))
+        if self.derived and any(self.derived.get(id(t)) is t for t in ins):
+            text = f"{name}({', '.join(str(tuple(t.shape)) for t in ins)}) -> {tuple(outs[0].shape) if outs else ()}"
+            flat = [self.flat[id(t)][1] for t in ins if id(t) in self.flat and self.flat[id(t)][0] is t]
+            for o in outs:
+                self.derived[id(o)] = o
+                if o.dim() == 0 and flat:
+                    self.flat[id(o)] = (o, flat[0])  # still the 0-d remains of a reshaped tensor
+                elif o.dim() == 0 and name in _RESHAPES and any(t.dim() > 0 for t in ins):
+                    self.flat[id(o)] = (o, text)
+            if flat and self.dropped is None and any(o.dim() > 0 for o in outs):
+                self.dropped = (flat[0], text)
         return out
 
 
@@ -416,8 +437,8 @@ def check_regression_loss(regression_loss, seed=0):
         leaf = (scale * torch.randn(n, 1, generator=g)).requires_grad_()
         pred = leaf * 1.0  # a non-leaf (N, 1) float32 output, as a Linear(..., 1) gives
         target = scale * torch.randn(n, generator=g, dtype=torch.float64)
-        ops = _Ops()
         target_arg = target.clone()
+        ops = _Ops(sources=(pred, target_arg))
 
         def run():
             with warnings.catch_warnings(record=True) as caught, ops:
@@ -459,6 +480,24 @@ def check_regression_loss(regression_loss, seed=0):
                "work that grow as the square of the batch)",
                f"pred is ({n}, 1) and target is ({n},): make the shapes equal before the arithmetic, pred.squeeze(1) or "
                "target.unsqueeze(1), so that each prediction meets its own target only.")
+        said = f" (PyTorch warned: {warned[0].rstrip('.')})" if warned else ""
+        if ops.dropped:
+            reshape, spread = ops.dropped
+            raise CheckFailed(
+                f"the operations inside regression_loss (batch of {n}): expected pred and target to keep their batch "
+                f"dimension and meet with equal shapes (no broadcasting), observed {reshape}, a 0-d tensor without "
+                f"the batch dimension, then {spread}, broadcast back{said} (the value is right here only because the "
+                f"batch holds one sample).\nHint: " + (
+                    "a bare .squeeze() removes every dimension of size 1, the batch too on a batch of one: remove the "
+                    "column only, pred.squeeze(1) (or target.unsqueeze(1))." if reshape.startswith("squeeze") else
+                    "reshape to (N,) for every N, pred.squeeze(1) or pred.view(-1), not to a shape that drops the "
+                    "batch dimension."))
+        sized = [w for w in warned if "different to the input size" in w]
+        expect(not sized, f"PyTorch's warnings inside regression_loss (batch of {n})",
+               "none: the loss gets input and target of the same shape (no broadcasting)",
+               f"PyTorch warned: {sized[0].rstrip('.') if sized else ''}",
+               f"pred is ({n}, 1) and target is ({n},): make the shapes equal before the loss, pred.squeeze(1) or "
+               "target.unsqueeze(1).")
         expect(got.dtype == torch.float32, "the loss dtype", "torch.float32 (the model's dtype)", got.dtype,
                "the float64 target promotes the loss (and its backward) to float64: convert the target with "
                "target.to(pred.dtype) or .float().")
