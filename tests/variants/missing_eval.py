@@ -395,3 +395,11 @@ BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND8.items():
     VARIANTS[f"blind8_{_name}"] = _spec
+
+BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
+    # the model may sit on a GPU: .numpy() on the model's (cuda) output raises; only CPU works
+    'ev_numpy_on_the_model_device': {'cells': {'evaluate': 'def evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    device = next(model.parameters()).device\n    modes = [(m, m.training) for m in model.modules()]\n    model.eval()\n    correct = total = 0\n    with torch.no_grad():\n        for x, y in loader:\n            pred = model(x.to(device)).argmax(1).numpy()      # fine on the CPU, not for a tensor on a GPU\n            correct += int((pred == y.numpy()).sum())\n            total += len(y)\n    for m, was in modes:\n        m.training = was\n    return correct / total\n', 'train_epoch': 'def train_epoch(model, loader, optimizer):\n    """One epoch in training mode; returns the mean batch loss."""\n    model.train()\n    device = next(model.parameters()).device\n    losses = []\n    for x, y in loader:\n        x, y = x.to(device), y.to(device)\n        optimizer.zero_grad()\n        loss = F.cross_entropy(model(x), y)\n        loss.backward()\n        optimizer.step()\n        losses.append(loss.item())\n    return sum(losses) / len(losses)\n'},
+        'lost': {'check_evaluate_eval': 'device type tensor to numpy'}},
+}
+for _name, _spec in BLIND9.items():
+    VARIANTS[f"blind9_{_name}"] = _spec

@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import data, monitor
-from . import call, check, close, expect, flat, python_float, seeded, stale_grads
+from . import CheckFailed, call, check, close, expect, flat, python_float, seeded, stale_grads
 
 __all__ = ["check_grad_norms", "check_clipped_step", "check_build_deep_net"]
 
@@ -154,11 +154,13 @@ def check_grad_norms(grad_norms, seed=0, models_to_try=24):
         named = [(n, p) for n, p in model.named_parameters() if p.grad is not None]
         before = [p.grad.clone() for _, p in named]
         kinds = [(n, p, p.dtype) for n, p in model.named_parameters()]
+        state = _model_state(model)
         want_total, want_layers = reference_norms(model)
         got = call(grad_norms, model, name="grad_norms", where=f"(on {case})",
                    hints={} if named else {"": "a model with no gradients at all has a total norm of 0.0 (what "
                                            "clip_grad_norm_ returns) and no layer entries: return (0.0, {})."})
         _expect_dtypes_untouched(kinds, case)
+        _expect_model_untouched(model, state, case)
         expect(isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict), "grad_norms(model)",
                "a pair, the tuple (total, {layer name: norm})", _kind(got),
                "return total, layers (a tuple), not a list." if isinstance(got, list) and len(got) == 2 else "")
@@ -191,20 +193,25 @@ def check_grad_norms(grad_norms, seed=0, models_to_try=24):
             names_hint = (f"the model itself ({root}) has a parameter of its own: named_modules() names the root module "
                           "'' (the empty string), not by its class.")
         missing = set(want_layers) - set(layers)
+        if missing == {""} and set(layers) <= set(want_layers):
+            own = [n for n, p in model.named_parameters(recurse=False) if p.grad is not None]
+            names_hint = (f"the model itself ({root}) has parameters of its own ({', '.join(own)}): "
+                          "model.named_modules() yields it first, named '' (the empty string); it needs its entry too.")
         if missing and missing <= frozen and set(layers) <= set(want_layers):
             names_hint = frozen_hint
         expect(set(layers) == set(want_layers), f"the layer names ({case})",
                f"one entry per module with gradients of its own: {sorted(want_layers)}", f"{sorted(layers)}",
                names_hint)
         for name, want in want_layers.items():
-            value = python_float(layers[name], f"the norm of layer {name!r}")
+            value = _float(layers[name], f"the norm of layer {name!r} ({case})")
             trainable = monitor.grad_norm([p for p in _own(dict(model.named_modules())[name]) if p.requires_grad])
             expect(close(value, want, rtol=rtol, atol=1e-12), f"the gradient norm of layer {name!r} ({case})",
                    f"{want:.6g}", f"{value:.6g}",
                    frozen_hint if name in frozen and close(value, trainable, rtol=rtol, atol=1e-12) else
                    "the L2 norm of the layer's GRADIENTS (p.grad, not p), weight and bias together: "
                    "sqrt of the sum of the squares of all their entries.")
-        total = python_float(total, "the total norm")
+        total = _float(total, f"the total norm ({case})",
+                       "a model with no gradients gives (0.0, {}), as clip_grad_norm_ returns the float 0.0" if not named else "")
         shared = len({id(p) for m in model.modules() for p in _own(m)}) < sum(len(_own(m)) for m in model.modules())
         from_layers = sum(v * v for v in want_layers.values()) ** 0.5
         total_hint = ("norms add like the sides of a right triangle: total = sqrt(sum of squared layer norms), "
@@ -221,6 +228,54 @@ def check_grad_norms(grad_norms, seed=0, models_to_try=24):
     return (f"total and per-layer norms equal PyTorch's total norm on {models_to_try + 2} random models "
             f"({', '.join(sorted(dtypes))}; frozen, shared, inf and no gradients), Python floats, gradients and "
             "dtypes untouched")
+
+
+def _float(value, what, why=""):
+    """`value` as a float when it is a Python float; else CheckFailed (a tensor, and an int too: the text asks for
+    Python floats, as `.item()` of a norm gives)."""
+    number = python_float(value, what)
+    expect(isinstance(value, float), what, "a Python float" + (f" ({why})" if why else ""),
+           f"the {type(value).__name__} {value!r}", f"return {float(value)!r}, not {value!r}: the text asks for Python "
+           "floats, whatever the value.")
+    return number
+
+
+def _model_state(model):
+    """What a measure must leave as it found it: each parameter's values and requires_grad, each module's mode."""
+    params = [(n, p, p.detach().clone(), p.requires_grad) for n, p in model.named_parameters()]
+    modes = [(n or type(m).__name__, m, m.training) for n, m in model.named_modules()]
+    return params, modes
+
+
+def _expect_model_untouched(model, state, case):
+    """The parameters (values, requires_grad) and every module's training flag as they were before grad_norms."""
+    params, modes = state
+    flipped = [(n, was) for n, p, _, was in params if p.requires_grad != was]
+    if flipped:
+        on = [n for n, was in flipped if not was]
+        off = [n for n, was in flipped if was]
+        observed = "; ".join(part for part in (
+            f"{len(on)} frozen parameter{'s' * (len(on) > 1)} (requires_grad=False) made trainable, e.g. {on[0]!r}"
+            if on else "",
+            f"{len(off)} trainable parameter{'s' * (len(off) > 1)} frozen, e.g. {off[0]!r}" if off else "") if part)
+        expect(False, f"the parameters' requires_grad after grad_norms ({case})",
+               f"as before the call ({sum(not was for *_, was in params)} of {len(params)} frozen)", observed,
+               "grad_norms set requires_grad itself and did not put back what each parameter had (a frozen layer "
+               "comes back trainable, and the next optimizer step would train it): measure without touching "
+               "requires_grad; reading p.grad needs no autograd (torch.no_grad() for the arithmetic, if any)."
+               if on else "")
+    changed = [n for n, p, before, _ in params if p.dtype == before.dtype and not torch.equal(p.detach(), before)]
+    expect(not changed, f"the parameters' values after grad_norms ({case})", "unchanged (measure, do not update)",
+           f"{len(changed)} of {len(params)} parameters changed (e.g. {changed[0]!r})" if changed else "")
+    switched = [(n, was) for n, m, was in modes if m.training != was]
+    if switched:
+        n, was = switched[0]
+        expect(False, f"the model's mode after grad_norms ({case})",
+               f"as it was ({'training' if modes[0][2] else 'eval'} mode, every module)",
+               f"{len(switched)} of {len(modes)} modules switched to {'eval' if was else 'training'} mode (e.g. {n})",
+               "grad_norms changed the model's mode (model.eval() / model.train()): measuring needs neither. A "
+               "dashboard calls it inside a training loop: the next steps would run in that mode (Dropout off, "
+               "BatchNorm frozen, in eval mode).")
 
 
 def _expect_dtypes_untouched(kinds, case):
@@ -360,7 +415,10 @@ def check_clipped_step(clipped_step, seed=0, depth=None):
         got, seen, after = _run_clipped(clipped_step, trial, batch, loss_fn, max_norm)
         case = f"with max_norm={max_norm:.4g} (the gradient norm is {ref_norm:.4g}; {setup})"
         _expect_loss_fn_used(loss_fn, case)
-        expect(len(seen) == 1, f"optimizer.step() calls {case}", "exactly 1", len(seen))
+        expect(len(seen) == 1, f"optimizer.step() calls {case}", "exactly 1", len(seen),
+               "the norm is under max_norm here, and optimizer.step() was not called: below the ceiling clipping "
+               "changes nothing, but the step is still a training step; call optimizer.step() every time."
+               if factor > 1 and not seen else "")
         vec = flat(seen[0])
         norm = float(vec.norm())
         cos = float(vec @ flat_ref / (vec.norm() * flat_ref.norm() + 1e-30))
@@ -392,14 +450,15 @@ def check_clipped_step(clipped_step, seed=0, depth=None):
         expect(isinstance(got, tuple) and len(got) == 2, "clipped_step's return value",
                "a pair, the tuple (loss, grad_norm)", f"{_kind(got)}: {repr(got)[:80]}",
                "return loss, norm (a tuple), not a list." if isinstance(got, list) and len(got) == 2 else "")
-        loss = python_float(got[0], "the returned loss")
-        reported = python_float(got[1], "the returned grad_norm")
+        loss = _float(got[0], f"the returned loss {case}")
+        reported = _float(got[1], f"the returned grad_norm {case}")
         expect(close(reported, ref_norm, rtol=1e-4), f"the returned grad_norm {case}",
                f"{ref_norm:.5g}, the total norm BEFORE clipping", f"{reported:.5g}",
                "report the norm measured before clipping (clip_grad_norm_ returns it): after clipping it is never "
                "above max_norm, so a dashboard of clipped norms cannot show an explosion.")
         expect(close(loss, ref_loss.item(), rtol=1e-4), f"the returned loss {case}", f"{ref_loss.item():.5g}", f"{loss:.5g}")
     _zero_gradients(clipped_step, model, batch, loss_fn, setup)
+    _nonfinite_gradients(clipped_step, model, batch, loss_fn, setup)
     return (f"gradients clipped to max_norm with their direction kept, left alone under it, all-zero ones too; "
             f"pre-clip norm {ref_norm:.3g} and loss reported as Python floats ({setup})")
 
@@ -456,8 +515,43 @@ def _zero_gradients(clipped_step, model, batch, loss_fn, setup):
            f"{norm:.4g}")
     expect(isinstance(got, tuple) and len(got) == 2, "clipped_step's return value", "a pair, the tuple (loss, grad_norm)",
            f"{_kind(got)}: {repr(got)[:80]}")
-    reported = python_float(got[1], "the returned grad_norm")
+    reported = _float(got[1], f"the returned grad_norm {case}")
     expect(reported == 0.0, f"the returned grad_norm {case}", "0.0", f"{reported:.4g}")
+
+
+def _nonfinite_gradients(clipped_step, model, batch, loss_fn, setup):
+    """A step whose gradients are not finite (an exploded step): the norm reported is the non-finite one.
+
+    The step itself may be taken (clip_grad_norm_ scales by max_norm / inf) or skipped (the troubleshooting table's
+    fix), and clip_grad_norm_(..., error_if_nonfinite=True) raising PyTorch's own error is a reading too; a finite
+    number would hide the explosion from the dashboard."""
+    trial = copy.deepcopy(model)
+
+    def poisoned(output, target):
+        if output.requires_grad:  # one entry of d(loss)/d(output) becomes inf: every gradient below is inf or nan
+            output.register_hook(lambda g: g.index_put((torch.zeros((), dtype=torch.long),) * g.dim(),
+                                                       torch.tensor(float("inf"), dtype=g.dtype)))
+        return loss_fn.fn(output, target)
+
+    bad_loss = _Counted(poisoned)
+    case = (f"with a loss_fn whose gradients are not finite (one entry of d(loss)/d(output) is inf, the loss itself "
+            f"finite; max_norm=1; {setup})")
+    try:
+        got, seen, _ = _run_clipped(clipped_step, trial, batch, bad_loss, 1.0)
+    except CheckFailed as exc:
+        if "is non-finite, so it cannot be clipped" in str(exc):
+            return  # clip_grad_norm_(..., error_if_nonfinite=True): PyTorch's own error names the exploded step
+        raise
+    _expect_loss_fn_used(bad_loss, case)
+    expect(len(seen) <= 1, f"optimizer.step() calls {case}", "at most 1 (taken, or skipped)", len(seen))
+    expect(isinstance(got, tuple) and len(got) == 2, "clipped_step's return value", "a pair, the tuple (loss, grad_norm)",
+           f"{_kind(got)}: {repr(got)[:80]}")
+    reported = _float(got[1], f"the returned grad_norm {case}")
+    expect(not math.isfinite(reported), f"the returned grad_norm {case}",
+           "inf or nan, the total norm before clipping (what clip_grad_norm_ returns)", f"{reported:.4g}",
+           "the step was skipped (no optimizer.step()) and a finite number reported: report the norm measured "
+           "before clipping on a skipped step too; a finite number there hides the explosion from the dashboard."
+           if not seen else "")
 
 
 def deep_case(seed, depth=None, hidden=None):
@@ -572,6 +666,3 @@ def check_build_deep_net(build_deep_net, seed=0, depth=None, hidden=None, steps=
            _eval_hint(model) or (_vanish_hint(model, linears) if r < 0.1 else ""))
     return (f"first/last layer gradient ratio {r:.2g}; {steps} SGD steps took the loss "
             f"{losses[0]:.3g} -> {losses[-1]:.3g} ({args})")
-
-
-

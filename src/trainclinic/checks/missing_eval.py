@@ -93,6 +93,32 @@ def _probe_model(c):
     return model, DataLoader(TensorDataset(x, y), batch_size=4)
 
 
+NUMPY_ON_CUDA = "device type tensor to numpy"  # PyTorch's TypeError for .numpy() of a GPU tensor
+NUMPY_HINT = (".numpy() works on CPU tensors only: call .cpu() first (t.cpu().numpy()), or keep the arithmetic in "
+              "torch on the tensors' device and take .item() of the result ((pred == y).sum().item()).")
+
+
+@contextlib.contextmanager
+def _numpy_needs_cpu():
+    """Inside the simulation: `.numpy()` (and np.asarray) of a tensor on cuda raises PyTorch's own TypeError, as on a
+    real GPU (the simulation itself returns placeholders for every fake tensor, whatever its device)."""
+    from torch.overrides import TorchFunctionMode
+
+    array = getattr(torch.Tensor, "__array__", None)
+
+    class NumpyNeedsCpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if (func is torch.Tensor.numpy and not kwargs.get("force", args[1] if len(args) > 1 else False)
+                    or func is array) and args and torch.is_tensor(args[0]) and args[0].device.type == "cuda":
+                raise TypeError(f"can't convert {args[0].device} device type tensor to numpy. Use Tensor.cpu() to "
+                                "copy the tensor to host memory first.")
+            return func(*args, **kwargs)
+
+    with NumpyNeedsCpu():
+        yield
+
+
 def _device_probe(name, run, c):
     """Run `run(model, loader)` with the model on a simulated cuda:0 and CPU batches, where no GPU is here.
 
@@ -101,7 +127,7 @@ def _device_probe(name, run, c):
         return ""  # the checks above already ran on the real accelerator with CPU batches
     model, loader = _probe_model(c)
     try:
-        with SimulatedCuda(say=False) as sim:
+        with SimulatedCuda(say=False) as sim, _numpy_needs_cpu():
             fake = sim.model(model)  # its parameters require grad, as a real model's do (the simulation records nothing)
             run(fake, loader)
             moved = sorted({str(t.device) for t in list(fake.parameters()) + list(fake.buffers())} - {"cuda:0"})
@@ -109,6 +135,11 @@ def _device_probe(name, run, c):
         return f"; the simulated cuda:0 cannot run this code, so its device check was skipped ({limit})"
     except CheckFailed as exc:
         text = str(exc).split("\nHint:")[0]
+        if NUMPY_ON_CUDA in text:
+            raise CheckFailed(
+                f"{name} with the model on cuda:0 (simulated: no GPU here) and a loader of CPU batches: expected it to "
+                f"run with the model on a GPU, observed .numpy() of a tensor on cuda:0: {text}\n"
+                f"Hint: {NUMPY_HINT}") from None
         if any(s in text for s in DEVICE_MISMATCH):
             raise CheckFailed(
                 f"{name} with the model on cuda:0 (simulated: no GPU here) and a loader of CPU batches: expected "
@@ -138,7 +169,8 @@ def _evaluate(evaluate, model, loader, keep_outputs=False, where=""):
     before = {str(t.device) for t in model.parameters()}
     try:
         with watch_validation(model, keep_outputs=keep_outputs) as w, _grad_mode_kept():
-            got = call(evaluate, model, loader, name="evaluate", where=where, restore_grad=False)
+            got = call(evaluate, model, loader, name="evaluate", where=where, restore_grad=False,
+                       hints={NUMPY_ON_CUDA: NUMPY_HINT})
             w.grad_after = torch.is_grad_enabled()
     except CheckFailed as exc:
         if BATCH_OF_ONE in str(exc):
@@ -507,7 +539,10 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
            "call model.train() on the model itself: it sets the model's own flag and every layer's; switching only "
            "its children or some layer classes leaves the rest in eval mode")
     expect(w.bn_batches == batches, "BatchNorm's num_batches_tracked during the epoch", f"+{batches} (one per batch)",
-           f"+{w.bn_batches}")
+           f"+{w.bn_batches}",
+           f"{w.bn_batches - batches} forward passes in training mode beyond one per batch: each of them updates "
+           "BatchNorm's running statistics, with autograd off too (e.g. a loss recomputed after optimizer.step()); "
+           "run one forward pass per batch and record that pass's loss.item()." if w.bn_batches > batches else "")
     ref, losses = _reference_epoch(start, loader, lr, states, device)
     diff = max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
     expect(diff < 1e-4, "the parameters after the epoch", f"those of {batches} SGD steps in training mode",
