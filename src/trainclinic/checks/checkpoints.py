@@ -219,10 +219,24 @@ def _numpy_difference(now, saved):
 
 # ---- a forked process ------------------------------------------------------------------------------------------
 
-def in_child(work, what, timeout=CHILD_TIMEOUT):
+def _mapped(path):
+    """Whether this process holds a memory mapping of the file at `path` (Linux's /proc/self/maps; False elsewhere)."""
+    import gc
+
+    gc.collect()  # what the learner's code dropped is unmapped now
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read()
+    except OSError:
+        return False
+    return os.path.realpath(path) in maps
+
+
+def in_child(work, what, timeout=CHILD_TIMEOUT, crashes=None):
     """Run `work()` in a forked process and return what it returned; CheckFailed for what it raised, a crash or a hang.
 
-    Its output goes nowhere (a forked kernel must not write to the notebook). Without os.fork (Windows) it runs here."""
+    Its output goes nowhere (a forked kernel must not write to the notebook). Without os.fork (Windows) it runs here.
+    `crashes` maps a signal number to what a death by that signal means in `work` (the message's explanation)."""
     if not hasattr(os, "fork"):
         return work()
     fd, path = tempfile.mkstemp(prefix="trainclinic-child-")
@@ -263,8 +277,19 @@ def in_child(work, what, timeout=CHILD_TIMEOUT):
             with open(path, "rb") as f:
                 result = pickle.load(f)
         except (OSError, EOFError, pickle.UnpicklingError):
-            raise CheckFailed(f"{what} ended without a result (exit status {status}): the code ended the process "
-                              "(os._exit?) or crashed it.") from None
+            if os.WIFSIGNALED(status):
+                number = os.WTERMSIG(status)
+                try:
+                    name = signal.Signals(number).name
+                except ValueError:
+                    name = f"signal {number}"
+                explained = (crashes or {}).get(number)
+                explained = explained() if callable(explained) else explained
+                raise CheckFailed(f"{what}: expected it to finish, observed the process killed by {name} "
+                                  f"(signal {number})" + (f" {explained}" if explained else
+                                                          ": the code crashed the process.")) from None
+            raise CheckFailed(f"{what} ended without a result (exit status {os.waitstatus_to_exitcode(status)}): the "
+                              "code ended the process (os._exit?) or crashed it.") from None
     finally:
         os.unlink(path)
     if result[0] == "failed":
@@ -385,14 +410,32 @@ def check_resume(save_checkpoint, resume, seed=0):
             if isinstance(report["got"], str) or report["differences"]:
                 return report
             start = report["got"][0]
+            report["mapped"] = _mapped(path)
+            if report["mapped"]:  # said to the parent even if the process dies below
+                open(marker, "w").close()
             if isinstance(start, int) and 0 <= start <= epochs:
-                for _ in range(start, epochs):
+                for epoch in range(start, epochs):
                     reference_train_epoch(*fresh.objects[:2], fresh.loader)
                     fresh.scheduler.step()
+                    # as fit does with last.pt: the next checkpoint overwrites the file resume loaded
+                    reference_save_checkpoint(path, *fresh.objects, epoch, float(best_given))
             report["final"] = [p.detach().clone() for p in fresh.model.parameters()]
             return report
 
-        report = in_child(second_part, "the process that calls resume")
+        marker = path + ".mapped"
+
+        def bus_error():
+            mapped = os.path.exists(marker)
+            return ("after resume, when the training that followed wrote its next checkpoint to the path resume had "
+                    "loaded (as fit rewrites last.pt after every epoch)" +
+                    (": the file was still memory-mapped into the process after resume returned, under tensors "
+                     "resume had restored, and rewriting it truncated the mapping (a SIGBUS is what touching a "
+                     "truncated mapping gives).\nHint: resume must read the file into the objects: "
+                     "torch.load(..., mmap=True) maps the file instead, and load_state_dict keeps the optimizer's "
+                     "state tensors as loaded (still mapped); load without mmap=True." if mapped else "."))
+
+        report = in_child(second_part, "the process that calls resume, then trains on and saves a checkpoint to the "
+                          "same path after every epoch (as fit does)", crashes={signal.SIGBUS: bus_error})
     got = report["got"]
     expect(isinstance(got, tuple), "resume(...)'s return value", "the tuple (next_epoch, best_loss)",
            f"a list of 2, {got!r}" if isinstance(got, list) else got,
@@ -414,8 +457,11 @@ def check_resume(save_checkpoint, resume, seed=0):
     expect(back == float(best_given), "the best_loss resume returns", f"{float(best_given)!r} (the one saved)",
            repr(best_back))
     gap = max((a.double() - b.double()).abs().max().item() for a, b in zip(report["final"], final))
-    expect(gap == 0, f"the weights after epoch {epochs - 1}, resumed after epoch {stop}, against the uninterrupted run",
+    expect(gap == 0, f"the weights after epoch {epochs - 1}, resumed after epoch {stop}, against the uninterrupted run "
+           "(a checkpoint written to the same path after every epoch of the resumed run, as fit does)",
            "identical bits", f"up to {gap:.3g} apart",
+           "the checkpoint file was still memory-mapped into the process after resume (torch.load(..., mmap=True)?), "
+           "and rewriting it changed tensors resume had restored: load without mmap=True" if report.get("mapped") else
            "everything restored matches the save, yet the run went elsewhere: does save_checkpoint or resume draw "
            "random numbers or change the objects?")
     where = "another process" if hasattr(os, "fork") else "this process (no os.fork on this system)"

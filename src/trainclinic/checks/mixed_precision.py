@@ -8,6 +8,7 @@ scale before and after). Gradients are compared with float32 gradients of the sa
 """
 import contextlib
 import copy
+import math
 import random
 from unittest import mock
 
@@ -273,14 +274,56 @@ def _steps_hint(watch, before, after):
     return hint
 
 
-def _expect_autocast(watch, device, dtype, what, float32_hint=None):
+def _expect_autocast(watch, device, dtype, what, float32_hint=None, other_hint=None):
     seen = watch.dtypes[-1] if watch.dtypes else None
     expect(seen == dtype, f"the dtype of the model's first Linear output in amp_step ({what}, on {device.type})",
            f"{_name(dtype)} (autocast({device.type!r}, dtype={_name(dtype)}))",
            "no forward pass" if seen is None else _name(seen),
            (float32_hint or f"autocast for another device type does nothing here: use torch.autocast(inputs.device.type, "
             "dtype=dtype), the device of the batch, and the dtype amp_step is given") if seen == torch.float32 else
-           "use the dtype amp_step is given" if seen is not None else "run the model on the batch inside autocast")
+           (other_hint or "use the dtype amp_step is given") if seen is not None else
+           "run the model on the batch inside autocast")
+
+
+def _rounded_to(start, now, rel=0.0):
+    """The 16-bit dtype (float16 or bfloat16) whose rounding of the float32 tensors `start` gives `now` (within `rel`
+    of the largest weight), or None."""
+    for half in (torch.float16, torch.bfloat16):
+        if all(((n - s.to(half).to(s.dtype)).abs().max() <= rel * s.abs().max()).item() for s, n in zip(start, now)):
+            return half
+    return None
+
+
+def _expect_master_weights(amp_step, seed, device):
+    """One plain SGD step (a normal batch, a loss scale that cannot overflow): the float32 weights after it are the
+    weights before minus lr x the gradients the optimizer stepped with, to float32's precision: float32 master weights,
+    never rounded to 16 bits on the way (model.to(float16) then .float() rounds them, and loses small updates)."""
+    model, batch, _, dtype = _setup(seed + 1000, device)
+    lr = 1e-3
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    start = [p.detach().clone() for p in model.parameters()]
+    what = f"one plain SGD step (lr={lr:g}, {_name(dtype)}, loss scale 1024)"
+    _, watch = _run(amp_step, model, batch, _cross_entropy, opt, _scaler(device, init_scale=2.0 ** 10), what,
+                    dtype=dtype)
+    if len(watch.steps) != 1 or any(g is None for g in watch.steps[0]) or \
+            any(p.dtype != torch.float32 for p in model.parameters()):
+        return  # no single step to measure: the other cases of this check say why
+    now = [p.detach().clone() for p in model.parameters()]
+    want = [s.add(g.to(s.dtype), alpha=-lr) for s, g in zip(start, watch.steps[0])]
+    gap = max(((n - w).abs().max() / s.abs().max().clamp_min(1e-30)).item() for n, w, s in zip(now, want, start))
+    if gap <= 1e-5:
+        return
+    # the update itself: what the weights would be had the step started from the 16-bit rounding of the weights
+    rounded = _rounded_to(start, [n.add(g.to(n.dtype), alpha=lr) for n, g in zip(now, watch.steps[0])], rel=1e-5)
+    tol = [(n - w).abs().max().item() for n, w in zip(now, want)]
+    expect(False, f"the weights after {what}", "the weights before minus lr x the gradients the optimizer stepped "
+           "with, to float32's precision (float32 master weights)",
+           f"up to {gap:.3g} apart (relative to the largest weight; the largest gap {max(tol):.3g})" +
+           (f": the step started from the weights rounded to {_name(rounded)}" if rounded is not None else ""),
+           f"the float32 weights were rounded to {_name(rounded)} inside amp_step (model.to({_name(rounded)}) or "
+           ".half() and then back with .float()?): every step then loses the weights' low bits, and updates below "
+           f"{_name(rounded)}'s spacing vanish (section 1: 1 + 1e-3 is 1.0 in bfloat16). Keep the model float32: "
+           "autocast casts a 16-bit copy for each matrix product" if rounded is not None else "")
 
 
 # ---- amp_step: the checks -------------------------------------------------------------------------------------
@@ -339,24 +382,31 @@ def check_amp_trains(amp_step, seed=0, steps=20):
         value = python_float(got, f"amp_step's return value on {what}")
         expect(abs(value - small) <= 5e-2 * abs(small), f"amp_step's return value on {what}",
                f"the loss, about {small:.4g}", f"{value:.6g}", "return loss.item() as it is (not rounded, not scaled)")
-        # A disabled scaler (GradScaler(enabled=False), as bfloat16 allows): amp_step still computes under autocast.
-        model, batch, kind, _ = _setup(seed, device)
-        opt = _optimizer(kind, model.parameters(), lr=0.2)
-        what = "a disabled scaler, GradScaler(enabled=False), bfloat16"
-        _, watch = _run(amp_step, model, batch, _cross_entropy, opt, _scaler(device, enabled=False), what,
-                        dtype=torch.bfloat16)
-        _expect_autocast(watch, device, torch.bfloat16, what,
-                         "autocast ran in dtype with an enabled scaler, but not with this disabled one: compute under "
-                         "torch.autocast(inputs.device.type, dtype=dtype) whatever the scaler (no "
-                         "enabled=scaler.is_enabled()); a disabled scaler only turns the loss scaling off")
-        expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one (scaler.step(optimizer) "
-               "calls optimizer.step() when the scaler is disabled)", len(watch.steps),
-               "call scaler.step(optimizer) once per amp_step")
-        bad = [n for n, p in model.named_parameters() if p.dtype != torch.float32]
-        expect(not bad, f"the dtype of the weights after amp_step with {what}", "float32, as with an enabled scaler "
-               "(a disabled scaler turns the loss scaling off, nothing else)",
-               f"{', '.join(f'{n}: {_name(dict(model.named_parameters())[n].dtype)}' for n in bad[:2])}",
-               "never .half() or .to(bfloat16) the model: the optimizer must step float32 master weights")
+        # A disabled scaler (GradScaler(enabled=False), as bfloat16 allows): amp_step still computes under autocast,
+        # in the dtype it is given, float16 included (a disabled scaler turns the loss scaling off, nothing else).
+        for half in (torch.bfloat16, torch.float16)[::1 if seed % 2 == 0 else -1]:
+            model, batch, kind, _ = _setup(seed, device)
+            opt = _optimizer(kind, model.parameters(), lr=0.2)
+            what = f"a disabled scaler, GradScaler(enabled=False), dtype={_name(half)}"
+            _, watch = _run(amp_step, model, batch, _cross_entropy, opt, _scaler(device, enabled=False), what,
+                            dtype=half)
+            seen_dtype = watch.dtypes[-1] if watch.dtypes else None
+            _expect_autocast(watch, device, half, what,
+                             "autocast ran in dtype with an enabled scaler, but not with this disabled one: compute "
+                             "under torch.autocast(inputs.device.type, dtype=dtype) whatever the scaler (no "
+                             "enabled=scaler.is_enabled()); a disabled scaler only turns the loss scaling off",
+                             f"amp_step was given dtype={_name(half)} with a disabled scaler and computed in "
+                             f"{_name(seen_dtype)}: use the dtype amp_step is given, whatever the scaler (a disabled "
+                             "scaler only turns the loss scaling off; it does not choose the dtype)")
+            expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one "
+                   "(scaler.step(optimizer) calls optimizer.step() when the scaler is disabled)", len(watch.steps),
+                   "call scaler.step(optimizer) once per amp_step")
+            bad = [n for n, p in model.named_parameters() if p.dtype != torch.float32]
+            expect(not bad, f"the dtype of the weights after amp_step with {what}", "float32, as with an enabled "
+                   "scaler (a disabled scaler turns the loss scaling off, nothing else)",
+                   f"{', '.join(f'{n}: {_name(dict(model.named_parameters())[n].dtype)}' for n in bad[:2])}",
+                   "never .half() or .to(bfloat16) the model: the optimizer must step float32 master weights")
+        _expect_master_weights(amp_step, seed, device)
         seen.append(f"{device.type}: {first:.3g} -> {last:.3g} in {_name(dtype)}, {stepped} steps")
     return (f"autocast on the batch's device (also with a disabled scaler), float32 weights, loss returned as a float "
             f"and falling ({'; '.join(seen)})")
@@ -384,11 +434,18 @@ def check_overflow_skipped(amp_step, seed=0):
                         dtype=torch.float16)
         _expect_autocast(watch, device, torch.float16, what)
         moved = [n for (n, p), s in zip(model.named_parameters(), start) if not torch.equal(p.detach(), s)]
+        now = [p.detach().float() for p in model.parameters()]
+        rounded = None if watch.steps or any(not torch.isfinite(p).all() for p in now) else _rounded_to(start, now)
         expect(not moved, f"the weights after amp_step on {what}", "exactly as they were (the step skipped)",
                f"{', '.join(moved[:3])} changed" + (" (to NaN or inf)" if any(not torch.isfinite(p).all()
-                                                                       for p in model.parameters()) else ""),
+                                                                       for p in model.parameters()) else "") +
+               ("" if watch.steps else ", with no optimizer step") +
+               (f": they are the weights rounded to {_name(rounded)}" if rounded is not None else ""),
                "step through scaler.step(optimizer), never optimizer.step() directly: scaler.step skips the step "
-               "when a gradient holds inf or NaN")
+               "when a gradient holds inf or NaN" if watch.steps else
+               f"amp_step rounded the float32 weights to {_name(rounded)} (model.to({_name(rounded)}) or .half(), "
+               "then back with .float()?): keep the model float32, autocast casts a 16-bit copy for each matrix "
+               "product" if rounded is not None else "")
         expect(not watch.steps, f"optimizer.step() calls on {what}", "none (scaler.step skips it)", len(watch.steps),
                "step through scaler.step(optimizer), never optimizer.step() directly")
         after = scaler.get_scale()
@@ -486,15 +543,28 @@ def check_clip_unscaled(amp_step, seed=0):
         tol = 1e-2 if dtype == torch.float16 else 2e-2
         want, _ = _fp32_grads(model, batch, _cross_entropy)
         norm = flat(want).norm().item()
-        norms = (round(norm * (0.2 + 0.1 * (seed % 3)), 4), round(norm * 3, 4)) + ((0.0,) if seed else ())
-        for max_norm in norms:  # 0.0 (hidden): a max_norm given, all gradients clipped to nothing (not `if max_norm:`)
+        # (max_norm, loss factor, enabled scaler): a float max_norm below the norm and one above it; an int max_norm
+        # (1, below the norm of a loss made large enough; `max_norm is not None`, not isinstance(max_norm, float));
+        # a disabled scaler (bfloat16 needs none): clipping still happens, unscale_ then does nothing
+        factor = float(math.ceil(3.0 / norm)) if norm < 3.0 else 1.0
+        cases = [(round(norm * (0.2 + 0.1 * (seed % 3)), 4), 1.0, True), (round(norm * 3, 4), 1.0, True),
+                 (1, factor, True), (round(norm * 0.5, 4), 1.0, False)]
+        if seed:
+            cases.append((0.0, 1.0, True))  # hidden: a max_norm given, all gradients clipped to nothing (not `if max_norm:`)
+        for max_norm, k, enabled in cases:
             m = copy.deepcopy(model)
             # hidden: two parameter groups (weights, biases): the total norm is the model's, not a group's
             opt = _optimizer(kind, param_groups(m.parameters()) if seed else m.parameters(), lr=0.01)
-            what = f"max_norm={max_norm:g} (the float32 gradient norm is {norm:.4g})"
-            scaler = _scaler(device)
+            loss_fn = _cross_entropy if k == 1.0 else _tiny(k)
+            half = dtype if enabled else torch.bfloat16
+            norm_k = norm * k
+            what = (f"max_norm={max_norm!r}" + (" (an int)" if isinstance(max_norm, int) else "") +
+                    f" (the float32 gradient norm is {norm_k:.4g}" + (f", the loss x {k:g}" if k != 1.0 else "") + ")" +
+                    ("" if enabled else ", a disabled scaler (GradScaler(enabled=False)), bfloat16"))
+            scaler = _scaler(device, **({} if enabled and k == 1.0 else {"init_scale": 2.0 ** 8} if enabled else
+                                        {"enabled": False}))
             scale = scaler.get_scale()
-            _, watch = _run(amp_step, m, batch, _cross_entropy, opt, scaler, what, max_norm=max_norm, dtype=dtype)
+            _, watch = _run(amp_step, m, batch, loss_fn, opt, scaler, what, max_norm=max_norm, dtype=half)
             expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one", len(watch.steps),
                    _steps_hint(watch, scale, scaler.get_scale()))
             grads = watch.steps[0]
@@ -505,21 +575,29 @@ def check_clip_unscaled(amp_step, seed=0):
                        f"norm {got:.4g}", "test `max_norm is not None`, not `if max_norm:`: 0.0 is falsy"
                        if got > 0.5 * norm else "")
                 continue
-            clipped = min(1.0, max_norm / norm)
-            expected = [w * clipped for w in want]
+            clipped = min(1.0, max_norm / norm_k)
+            expected = [w * k * clipped for w in want]
             err = _rel(grads, expected, list(m.parameters()))
-            if got < 0.01 * min(norm, max_norm):
-                hint = (f"the norm at the step is {min(norm, max_norm) / max(got, 1e-30):.3g}x too small: the gradients "
-                        "were clipped while still scaled, then unscaled. Call scaler.unscale_(optimizer) before "
-                        "clip_grad_norm_")
-            elif got > max_norm * (1 + tol):
+            tol_k = tol if enabled else 2e-2
+            unclipped = _rel(grads, [w * k for w in want], list(m.parameters())) <= tol_k
+            if got < 0.01 * min(norm_k, max_norm):
+                hint = (f"the norm at the step is {min(norm_k, max_norm) / max(got, 1e-30):.3g}x too small: the "
+                        "gradients were clipped while still scaled, then unscaled. Call scaler.unscale_(optimizer) "
+                        "before clip_grad_norm_")
+            elif got > max_norm * (1 + tol_k) and unclipped and isinstance(max_norm, int):
+                hint = ("the gradients reached optimizer.step() unclipped with this int max_norm: clip whenever "
+                        "max_norm is not None (an int is a max_norm too; no isinstance(max_norm, float))")
+            elif got > max_norm * (1 + tol_k) and unclipped and not enabled:
+                hint = ("the gradients reached optimizer.step() unclipped with this disabled scaler: clip whenever "
+                        "max_norm is not None, whatever the scaler (scaler.unscale_ does nothing when it is disabled)")
+            elif got > max_norm * (1 + tol_k):
                 hint = ("the gradients reached optimizer.step() unclipped: clip them (after scaler.unscale_(optimizer)) "
-                        "before scaler.step(optimizer)")
+                        "before scaler.step(optimizer)" if unclipped else "")
             else:
                 hint = ""
-            expect(err <= tol and got <= max_norm * (1 + tol), f"the gradients optimizer.step() used with {what}",
-                   f"norm {min(norm, max_norm):.4g}: the float32 gradients" + (" clipped to max_norm" if clipped < 1
-                                                                               else ", unchanged"),
+            expect(err <= tol_k and got <= max_norm * (1 + tol_k), f"the gradients optimizer.step() used with {what}",
+                   f"norm {min(norm_k, max_norm):.4g}: the float32 gradients" + (" clipped to max_norm" if clipped < 1
+                                                                                 else ", unchanged"),
                    f"norm {got:.4g}, relative error {err:.3g}", hint)
         seen.append(f"{device.type}: {norm:.3g} clipped to {round(norm * (0.2 + 0.1 * (seed % 3)), 4):g}")
     return f"clipping acts on the unscaled gradients ({'; '.join(seen)}); a max_norm above the norm changes nothing"
