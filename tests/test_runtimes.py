@@ -120,9 +120,10 @@ class Server:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         self.lock = threading.Lock()
 
-    def run(self, path, timeout=120, graded_only=False):
+    def run(self, path, timeout=120, graded_only=False, share_prefix=False):
+        job = {"path": str(path), "timeout": timeout, "graded_only": graded_only, "share_prefix": share_prefix}
         with self.lock:
-            self.proc.stdin.write(json.dumps({"path": str(path), "timeout": timeout, "graded_only": graded_only}) + "\n")
+            self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()
             line = self.proc.stdout.readline()
         if not line:
@@ -166,7 +167,8 @@ def test_variant_checks(server, lesson, name, tmp_path):
             if grade_id(cell) in hidden:
                 cell["source"] = hidden[grade_id(cell)]
     path.write_text(json.dumps(nb))
-    res = server.run(path, graded_only=True)  # the cells after the last check cannot change a verdict
+    # the cells after the last check cannot change a verdict; the cells before the first answer are the lesson's own
+    res = server.run(path, graded_only=True, share_prefix=True)
     assert "timeout" not in res and "crash" not in res, f"{lesson}/{name} on {RUNTIME}: {res}"
     graded = res["graded"]
     lost = {gid: "" for gid in graded} if spec["lost"] == "all" else spec["lost"]

@@ -68,7 +68,7 @@ def test_reference_passes_every_seed(server, lesson, tmp_path):  # noqa: F811
                         "metadata": {"nbgrader": {"grade": True, "grade_id": "sweep", "points": 0}}})
     path = tmp_path / f"{lesson}.ipynb"
     path.write_text(json.dumps(nb))
-    res = server.run(path, timeout=1200)
+    res = server.run(path, timeout=1200, share_prefix=True)
     assert "timeout" not in res and "crash" not in res, res
     verdict = res["graded"]["sweep"]
     assert verdict["passed"], verdict

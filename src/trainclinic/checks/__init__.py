@@ -124,6 +124,7 @@ HINTS = {  # the first key found in the exception's text gives the hint
     "not linked with support for cuda": _CUDA_HINT,  # CPU-only build, some calls
     "Found no NVIDIA driver": _CUDA_HINT,  # CUDA build without a GPU (Colab's CPU runtime)
     "CUDA driver version is insufficient": _CUDA_HINT,  # the same, other calls
+    "Cannot re-initialize CUDA in forked subprocess": _CUDA_HINT,  # the same, in a fork of a process that looked for a GPU
     "does not require grad and does not have a grad_fn": "the loss has no graph back to the parameters: compute it "
     "outside torch.no_grad(), from the model's output, without .detach() or .item().",
     "expected target dtype to be Long": _TARGET_HINT,  # a class-index loss's target, torch >= 2.13
