@@ -111,8 +111,11 @@ def _numpy_needs_cpu():
             kwargs = kwargs or {}
             if (func is torch.Tensor.numpy and not kwargs.get("force", args[1] if len(args) > 1 else False)
                     or func is array) and args and torch.is_tensor(args[0]) and args[0].device.type == "cuda":
-                raise TypeError(f"can't convert {args[0].device} device type tensor to numpy. Use Tensor.cpu() to "
-                                "copy the tensor to host memory first.")
+                # PyTorch's message, as its tensor_numpy.cpp words it for any device but the CPU (a meta tensor's
+                # .numpy() prints it on every supported torch); said to be simulated, as it is
+                raise TypeError(f"(simulated {args[0].device}: on a real GPU PyTorch raises) can't convert "
+                                f"{args[0].device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to "
+                                "host memory first.")
             return func(*args, **kwargs)
 
     with NumpyNeedsCpu():
