@@ -196,14 +196,16 @@ total_loss = total_loss.item()
 #
 # Two details make the gradients *equal*:
 # - the loss is a **mean** over its micro-batch, so divide each micro-batch loss by `micro_batches` (pieces of equal size);
-# - zero the gradients **once**, before the loop, and step **once**, after it.
+# - zero the gradients **once** per call, before the loop, and step **once**, after it.
 #
-# Write `accumulate_step(model, batch, loss_fn, optimizer, micro_batches)`: `batch = (inputs, targets)` is already on the
-# model's device (keep every tensor there) and its size is a multiple of `micro_batches` (`tensor.chunk(micro_batches)` splits
-# it). Compute each micro-batch's loss with the `loss_fn` you are given, on the targets as they come (a loss may take class
-# probabilities rather than class indices), in the batch's dtype. Return the full batch's mean loss as a Python float
-# (the sum of the scaled micro-batch losses, each with `.item()`): a number to log, checked to float32's precision,
-# while the gradients must match the full batch's to the batch's own precision.
+# Write `accumulate_step(model, batch, loss_fn, optimizer, micro_batches)`: `batch = (inputs, targets)` is already on
+# the model's device (keep every tensor there) and its size is a multiple of `micro_batches`
+# (`tensor.chunk(micro_batches)` splits it). Compute each micro-batch's loss with the `loss_fn` you are given, called as
+# it is (any callable that returns the mean loss of what it is given: an `nn` loss module or a plain function such as
+# `F.cross_entropy`), on the targets as they come (a loss may take class probabilities rather than class indices), in
+# the batch's dtype. Return the full batch's mean loss as a Python float (the sum of the scaled micro-batch losses, each
+# with `.item()`): a number to log, checked to float32's precision, while the gradients must match the full batch's to
+# the batch's own precision.
 
 # %% nbgrader={"grade": false, "grade_id": "accumulate_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
@@ -236,13 +238,15 @@ print(f"the full batch of {BATCH} in 4 micro-batches: loss {loss:.4f}, peak {mem
 # Each cell below calls a check on your function with seeded inputs. It prints `✓ ...` when your code behaves, and
 # otherwise raises `CheckFailed` saying what was expected, what happened and a hint. The grader runs more cases than you
 # see here: other micro-batch counts (from 1 to 8), batch sizes, widths, float64 (where the gradients must agree to
-# float64's precision), and another loss (label smoothing, on class-probability targets). The gradients are read at the
-# moment your `optimizer.step()` updates the weights (after the closure, if you pass one); the forward passes are
-# counted and their sizes noted (`micro_batches` pieces, no finer); the peak memory is measured with the live-bytes
-# tracker on the CPU, so it is the same on every machine. Your function is also called several times in a row, as a
-# training loop calls it: it must leave autograd's grad mode as it found it, and the memory it leaves alive after each
-# call must not grow from call to call (keep floats, not tensors, across steps). Without a GPU, your function also runs
-# once with the model and the batch on a *simulated* cuda:0, where a tensor left on the CPU raises PyTorch's device error.
+# float64's precision), and another loss (label smoothing, on class-probability targets; a module or a plain function).
+# The gradients are read at the moment your `optimizer.step()` updates the weights (after the closure, if you pass one);
+# the forward passes are counted and their sizes noted (`micro_batches` pieces, no finer); the peak memory is measured
+# with the live-bytes tracker on the CPU, so it is the same on every machine. Your function is also called several times
+# in a row, with the same model and optimizer and a new batch each time, as a training loop calls it: each step must use
+# its own batch's gradients alone (nothing a call registers, such as a hook, may outlive it), it must leave autograd's
+# grad mode as it found it, and the memory it leaves alive after each call must not grow from call to call (keep floats,
+# not tensors, across steps). Without a GPU, your function also runs once with the model and the batch on a *simulated*
+# cuda:0, where a tensor left on the CPU raises PyTorch's device error.
 
 # %% nbgrader={"grade": true, "grade_id": "check_accumulated_grads", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """accumulate_step's gradients equal the full batch's"""

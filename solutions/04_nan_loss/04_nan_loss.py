@@ -289,11 +289,13 @@ amp_steps(torch.bfloat16)
 # - otherwise backpropagate; if any gradient holds NaN or inf, return `None` without stepping (a finite loss can
 #   still have NaN gradients: you saw one above). Test the gradients themselves, not a total over them (their norm,
 #   their sum): a norm is a sum of squares, and it (or a plain sum) overflows to `inf` while every gradient is still
-#   finite;
+#   finite. A parameter that gets no gradient (frozen with `requires_grad=False`, or unused by the forward) keeps
+#   `.grad` at `None`: it holds no NaN or inf, so it is no reason to refuse the step;
 # - otherwise take one step of the `optimizer` you were given, on the gradients as `backward()` left them (no
 #   clipping: this exercise is the safety net, not a cure), and return the loss as a Python float (`loss.item()`).
 #
-# When it returns `None`, the weights must be exactly as they were.
+# When it returns `None`, the weights must be exactly as they were. A training loop calls `safe_step` step after
+# step, so leave autograd's grad mode as you found it.
 
 # %% nbgrader={"grade": false, "grade_id": "safe_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def safe_step(model, batch, loss_fn, optimizer):
@@ -321,9 +323,10 @@ def safe_step(model, batch, loss_fn, optimizer):
 # every step. Return a history `{"step": [...], "loss": [...], "grad_norm": [...]}` (`tc.grad_norm(model)` after
 # each step).
 #
-# The reporting contract: when `safe_step` returns `None`, **stop** and raise `FloatingPointError` whose message
-# names the failing step, counting from 0 as in `history["step"]` and going on across passes: the word *step*
-# followed by its number, as in `"non-finite loss or gradient at step 7"`, `"Step 7: ..."` or `f"{step=}"`.
+# The reporting contract: when `safe_step` returns `None` (and only then: an `inf` gradient norm of finite gradients
+# is a step taken, recorded as it is), **stop** and raise `FloatingPointError` whose message names the failing step,
+# counting from 0 as in `history["step"]` and going on across passes: the word *step* followed by its number, as in
+# `"non-finite loss or gradient at step 7"`, `"Step 7: ..."` or `f"{step=}"`.
 
 # %% nbgrader={"grade": false, "grade_id": "train", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train(model, loader, lr, steps):

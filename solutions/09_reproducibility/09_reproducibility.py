@@ -361,9 +361,9 @@ def build_vocab(texts):
 # %% [markdown]
 # **3d.** `make_loader(dataset, seed)`: a `DataLoader` over `dataset` with `batch_size=4`, `shuffle=True`,
 # `num_workers=2` and your `worker_init_fn`, whose shuffling and worker seeds come from its own
-# `torch.Generator` seeded with `seed` (a new one for each loader, passed as `generator=`), so that the batches
-# depend on `seed` alone: not on how much of torch's global random stream the model's construction used, nor on
-# other loaders.
+# `torch.Generator` seeded with `seed` itself (a new one for each loader, passed as `generator=`, not a number made
+# from `seed`), so that the batches depend on `seed` alone, and are those of any other program's loader seeded so:
+# not on how much of torch's global random stream the model's construction used, nor on other loaders.
 
 # %% nbgrader={"grade": false, "grade_id": "make_loader", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_loader(dataset, seed):

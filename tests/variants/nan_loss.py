@@ -632,3 +632,17 @@ BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND8.items():
     VARIANTS[f"blind8_{_name}"] = _spec
+
+BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
+    # refuses every step of a model with a parameter that gets no gradient (frozen with requires_grad=False, or unus
+    'missing_grad_counts_as_bad': {'cells': {'safe_step': 'def safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), targets)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    if any(p.grad is None or not torch.isfinite(p.grad).all() for p in model.parameters()):\n        return None                                  # no gradient or a bad one: nothing safe to step on\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_safe_step': 'a missing one holds nothing'}},
+    # after refusing non-finite gradients it returns with autograd switched off for the whole process: every later s
+    'grad_mode_off_after_refusal': {'cells': {'safe_step': 'def safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), targets)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    torch.set_grad_enabled(False)                  # the scan needs no graph\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).all():\n            return None\n    torch.set_grad_enabled(True)\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_safe_step': 'safe_step switched autograd off for the whole process'}},
+    # also stops when the recorded gradient NORM is inf: the norm (a sum of squares) overflows while every gradient 
+    'stops_on_overflowed_grad_norm': {'cells': {'train': 'import math\n\n\ndef train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    loss_fn = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    step = 0\n    while step < steps:\n        for batch in loader:\n            if step == steps:\n                break\n            loss = safe_step(model, batch, loss_fn, optimizer)\n            norm = tc.grad_norm(model) if loss is not None else math.nan\n            if loss is None or not math.isfinite(norm):\n                raise FloatingPointError(f"non-finite loss or gradient at step {step}")\n            history["step"].append(step)\n            history["loss"].append(loss)\n            history["grad_norm"].append(norm)\n            step += 1\n    return history\n'},
+        'lost': {'check_train': 'stop only when safe_step returns None'}},
+}
+for _name, _spec in BLIND9.items():
+    VARIANTS[f"blind9_{_name}"] = _spec

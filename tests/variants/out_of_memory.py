@@ -548,3 +548,17 @@ BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND8.items():
     VARIANTS[f"blind8_{_name}"] = _spec
+
+BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
+    # the gradient hooks are never removed: the first call on a model is right, but the function 'is called several 
+    'scaling_hooks_never_removed': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    for p in model.parameters():\n        p.register_hook(lambda g: g / micro_batches)     # scale each piece\'s gradient on its way into .grad\n    optimizer.zero_grad()\n    mean_loss = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb)\n        loss.backward()\n        mean_loss += loss.item() / micro_batches\n    optimizer.step()\n    return mean_loss\n'},
+        'lost': {'check_accumulated_grads': 'hook(s) registered on the model'}},
+    # 'compute each micro-batch's loss with the loss_fn you are given': it assumes an nn loss module whose reduction
+    'sum_reduction_switch_assumes_nn_loss': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    n = len(inputs)\n    saved = getattr(loss_fn, "reduction", "mean")\n    loss_fn.reduction = "sum"                     # sum over each piece, then one division by the batch size\n    try:\n        optimizer.zero_grad()\n        total = 0.0\n        for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n            loss = loss_fn(model(xb), yb) / n\n            loss.backward()\n            total += loss.item()\n    finally:\n        loss_fn.reduction = saved\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_accumulated_grads': 'gradients times micro_batches / batch size', 'check_one_step': 'it is the mean times micro_batches / batch size'}},
+    # 'zero the gradients once, before the loop' means once per call: it zeroes only on the first call with a given 
+    'zero_grad_on_first_call_only': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    if not getattr(optimizer, "_accumulation_zeroed", False):   # zero the gradients once\n        optimizer.zero_grad()\n        optimizer._accumulation_zeroed = True\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_accumulated_grads': "plus the previous call's gradients"}},
+}
+for _name, _spec in BLIND9.items():
+    VARIANTS[f"blind9_{_name}"] = _spec

@@ -75,6 +75,8 @@ def minus_inf_loss(output, target):
 
 # the lesson's own hints for errors in safe_step (the shared ones come after)
 _HINTS = {
+    "must be Tensor, not NoneType": "a parameter that gets no gradient (frozen with requires_grad=False, or unused by "
+    "the forward) has .grad None, which holds no NaN or inf: skip it (if p.grad is not None).",
     "unsupported ScalarType BFloat16": "NumPy has no bfloat16 (the check runs bfloat16 models too): test the tensors "
     "with torch itself, torch.isfinite(p.grad).all(), which works in every dtype and on every device.",
 }
@@ -229,6 +231,26 @@ def reference_safe_step(model, batch, loss_fn, optimizer):
     return loss.item()
 
 
+def _call_safe(safe_step, *args, **kwargs):
+    """call() for safe_step, and the grad mode it leaves behind: safe_step is called step after step (a skipped step,
+    then normal ones), so it must leave autograd as it found it."""
+    before = torch.is_grad_enabled()
+    try:
+        got = call(safe_step, *args, restore_grad=False, **kwargs)
+        after = torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(before)
+    where = kwargs.get("where", "")
+    expect(after == before, f"autograd when safe_step returns{' ' + where if where else ''} (torch.is_grad_enabled())",
+           f"{before}, as it was when safe_step was called", f"{after}: safe_step switched autograd "
+           f"{'off' if before else 'on'} for the whole process and left it so"
+           + (", so the next step's forward builds no graph and its backward() raises" if before else ""),
+           "leave the grad mode as you found it: `with torch.no_grad():` around a part that needs no graph switches "
+           "it back when the block ends, whichever way the block is left (return included); "
+           "torch.set_grad_enabled(False) on its own line does not.")
+    return got
+
+
 def _optimizer(kind, params):
     """safe_step's optimizer; its parameters in two groups (weights, then biases), as per-layer settings make them."""
     groups = param_groups(params)
@@ -308,7 +330,7 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
         loss_fn = _WatchedLoss(fn)
         kept = [t.clone() for t in batch]
         with _Watch(model) as watch:
-            got = call(safe_step, model, batch, loss_fn, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
+            got = _call_safe(safe_step, model, batch, loss_fn, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
         for part, t, k in zip(("inputs", "targets"), batch, kept):
             same = t.shape == k.shape and bool(torch.isclose(t, k, rtol=0, atol=0, equal_nan=True).all())
             expect(same, f"the batch's {part} after safe_step on {what}", f"unchanged ({summarize(k)})",
@@ -323,7 +345,7 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     shallow_start = _state(shallow)
     loss_fn = _WatchedLoss(inf_gradient_loss)
     with _Watch(shallow) as watch:
-        got = call(safe_step, shallow, (x, y), loss_fn, _optimizer(kind, shallow.parameters()), name="safe_step", hints=_HINTS,
+        got = _call_safe(safe_step, shallow, (x, y), loss_fn, _optimizer(kind, shallow.parameters()), name="safe_step", hints=_HINTS,
                    where=f"on {what}")
     _expect_skipped(shallow, shallow_start, watch, loss_fn, got, what, "inf")
     # one entry of one bias gradient non-finite, every other entry of every gradient finite: inf or NaN, then -inf
@@ -341,7 +363,7 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     for p in model.parameters():
         p.grad = torch.full_like(p, float("nan"))
     with _Watch(model) as watch:
-        got = call(safe_step, model, (x, y_steep), _WatchedLoss(_mse), opt, name="safe_step", hints=_HINTS,
+        got = _call_safe(safe_step, model, (x, y_steep), _WatchedLoss(_mse), opt, name="safe_step", hints=_HINTS,
                    where="on a finite batch")
     _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, "a finite batch (gradient norm "
                      f"{flat(ref_grads).norm().item():.3g}) with NaN gradients left in p.grad from before", dtype)
@@ -351,10 +373,12 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     _sum_overflow_step(safe_step, pristine, kind, x, y, dtype)
     # a loss of exactly 0.0 (the batch is fitted): a step, and 0.0 returned (a falsy float, not None)
     _zero_loss_step(safe_step, pristine, kind, x, y, dtype)
+    # a parameter that gets no gradient (frozen): nothing to test there, a normal step on the others
+    _frozen_step(safe_step, pristine, kind, x, y, dtype, rng)
     return (f"NaN input, ±inf target, overflowing loss, -inf loss, NaN and inf gradients (all of them, or one entry of one "
             f"bias, -inf too) skipped with no backward() on a "
             f"non-finite loss and the weights untouched; huge finite gradients (whose norm, or even sum, overflows), "
-            f"a finite batch and a loss of exactly 0.0 take exactly one "
+            f"a finite batch, a loss of exactly 0.0 and a model with a frozen parameter take exactly one "
             f"{_optimizer_text(opt).split('(')[0]} step ({setting})")
 
 
@@ -394,7 +418,7 @@ def _one_bad_entry(safe_step, pristine, kind, x, y, rng, bad):
             f"{mp.grad[index].item()} (1 non-finite value in {total}; {name}.grad has {param.numel()} entries)")
     loss_fn = _WatchedLoss(fn)
     with _Watch(model) as watch:
-        got = call(safe_step, model, (x, y), loss_fn, _optimizer(kind, model.parameters()), name="safe_step", hints=_HINTS,
+        got = _call_safe(safe_step, model, (x, y), loss_fn, _optimizer(kind, model.parameters()), name="safe_step", hints=_HINTS,
                    where=f"on {what}")
     extra = ""
     if bad == "-inf" and (watch.steps or _max_change(model, start)):
@@ -408,7 +432,7 @@ def _minus_inf_hint(safe_step, pristine, kind, x, y, name, index):
     start = _state(model)
     param = dict(model.named_parameters())[name]
     with _Watch(model) as watch:
-        got = call(safe_step, model, (x, y), _entry_loss(param, index, "inf"), _optimizer(kind, model.parameters()),
+        got = _call_safe(safe_step, model, (x, y), _entry_loss(param, index, "inf"), _optimizer(kind, model.parameters()),
                    name="safe_step", hints=_HINTS, where=f"on a +inf entry in {name}.grad[{index}]")
     if got is not None or watch.steps or _max_change(model, start):
         return ""
@@ -485,7 +509,7 @@ def _special_step(safe_step, pristine, kind, x, y, loss_for, premise, describe):
     opt, ref_opt = _optimizer(kind, model.parameters()), _optimizer(kind, ref.parameters())
     ref_loss = loss_for(ref)(ref(x), y)
     ref_loss.backward()
-    ref_grads = [p.grad.detach().clone() for p in ref.parameters()]
+    ref_grads = [None if p.grad is None else p.grad.detach().clone() for p in ref.parameters()]
     if not premise(ref_loss, ref_grads):
         raise RuntimeError(f"check_safe_step's case '{describe(ref_loss, ref_grads)}' is broken on torch "
                            f"{torch.__version__}")
@@ -493,7 +517,7 @@ def _special_step(safe_step, pristine, kind, x, y, loss_for, premise, describe):
     what = describe(ref_loss, ref_grads)
     watched = _WatchedLoss(loss_for(model))
     with _Watch(model) as watch:
-        got = call(safe_step, model, (x, y), watched, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
+        got = _call_safe(safe_step, model, (x, y), watched, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
     return model, ref, ref_loss, ref_grads, opt, watch, watched, got, what
 
 
@@ -585,6 +609,28 @@ def _zero_loss_step(safe_step, pristine, kind, x, y, dtype):
     _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
 
 
+def _frozen_step(safe_step, pristine, kind, x, y, dtype, rng):
+    """A model with one frozen parameter (requires_grad=False, as fine-tuning leaves it): backward() gives it no
+    gradient (.grad stays None), which holds no NaN or inf; the others' gradients are finite: a normal step."""
+    names = [n for n, _ in pristine.named_parameters()]
+    frozen = names[rng.randrange(len(names))]
+    base = copy.deepcopy(pristine)
+    dict(base.named_parameters())[frozen].requires_grad_(False)
+    model, ref, ref_loss, ref_grads, opt, watch, watched, got, what = _special_step(
+        safe_step, base, kind, x, y, lambda m: _mse,
+        lambda loss, grads: bool(torch.isfinite(loss)) and all(g is None or bool(torch.isfinite(g).all()) for g in grads)
+        and sum(g is None for g in grads) == 1,
+        lambda loss, grads: f"a finite batch (loss {loss.item():.4g}) on a model whose parameter {frozen} is frozen "
+                            "(requires_grad=False): its .grad stays None, every other gradient is finite")
+    if got is None and not watch.steps:
+        expect(False, f"safe_step on {what}", "a step (no gradient holds NaN or inf: a missing one holds nothing), "
+               "and the loss returned", "None (no step)" + ("" if watched.backward else ", before loss.backward()"),
+               f"a parameter that gets no gradient ({frozen} here: frozen, or unused by the forward) has .grad None: "
+               "there is nothing to test, so skip it (if p.grad is not None) rather than refuse the step."
+               if watched.backward else "")
+    _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
+
+
 def _huge_hint(safe_step, pristine, kind, x, y, big, dtype):
     """Why safe_step refused huge finite gradients: their norm (it takes smaller ones whose norm is finite), or not."""
     model = copy.deepcopy(pristine)
@@ -595,7 +641,7 @@ def _huge_hint(safe_step, pristine, kind, x, y, big, dtype):
     norm = _norm([p.grad for p in m.parameters()])
     if not math.isfinite(norm):
         return ""
-    got = call(safe_step, model, (x, y), fn, _optimizer(kind, model.parameters()), name="safe_step", hints=_HINTS,
+    got = _call_safe(safe_step, model, (x, y), fn, _optimizer(kind, model.parameters()), name="safe_step", hints=_HINTS,
                where="on smaller finite gradients")
     name = str(dtype).replace("torch.", "")
     if got is not None:
@@ -820,8 +866,10 @@ def check_train(train, seed=0, steps=None, batch_size=None):
         _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, hidden, setting, calls)
         _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after)
         _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden)
+        _norm_overflows_at(train, ds, seed, batch_size, steps, dtype, features, hidden, after)
     return (f"plain SGD at lr=0.05 for {setting}: every step, a new pass each time, falling MSE losses; stops with "
-            f"FloatingPointError naming step {after} when the loss turns NaN there, and at lr=100, weights finite")
+            f"FloatingPointError naming step {after} when the loss turns NaN there, and at lr=100, weights finite; "
+            f"goes on when finite gradients have an inf norm")
 
 
 def _counted(loader):
@@ -1024,6 +1072,69 @@ def _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden
     else:
         why = f"it names step {n}"
     expect(False, f"the step named by the FloatingPointError on {what}", f"step {after}", f"{message}: {why}")
+
+
+class _Inject(torch.autograd.Function):
+    """Identity on the output; in backward, a fixed gradient `push` for every entry of `spare`."""
+
+    @staticmethod
+    def forward(ctx, out, spare, push):
+        ctx.shape, ctx.dtype, ctx.push = spare.shape, spare.dtype, push
+        return out.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, torch.full(ctx.shape, ctx.push, dtype=ctx.dtype, device=grad.device), None
+
+
+class _HugeGradAt(nn.Module):
+    """The check's model for train: an MLP, plus a spare parameter that never touches the output, whose gradient at
+    step `at` only (after `at` updates) is huge but finite (0.6 of the dtype's largest, 4 entries): the loss and every
+    gradient stay finite, while their total norm overflows to inf."""
+
+    def __init__(self, body, at):
+        super().__init__()
+        self.body, self.at, self.updates, self._seen = body, at, 0, None
+        dtype = next(body.parameters()).dtype
+        self.spare = nn.Parameter(torch.zeros(4, dtype=dtype))
+        self.push = 0.6 * torch.finfo(dtype).max
+
+    def forward(self, x):
+        now = [p.detach().clone() for p in self.body.parameters()]
+        if self._seen is not None and any(not torch.equal(a, b) for a, b in zip(now, self._seen)):
+            self.updates += 1
+        self._seen = now
+        out = self.body(x)
+        return _Inject.apply(out, self.spare, self.push) if self.updates == self.at else out
+
+
+def _norm_overflows_at(train, ds, seed, batch_size, steps, dtype, features, hidden, at):
+    """At step `at`, finite loss and gradients whose total norm (tc.grad_norm) overflows to inf: safe_step takes the
+    step, and train goes on (it stops only when safe_step returns None)."""
+    from ..monitor import grad_norm
+
+    probe = _HugeGradAt(_model(seed, features, hidden, dtype), 0)
+    loss = nn.MSELoss()(probe(ds.tensors[0][:batch_size]), ds.tensors[1][:batch_size])
+    loss.backward()
+    grads = [p.grad for p in probe.parameters()]
+    if not (bool(torch.isfinite(loss)) and all(bool(torch.isfinite(g).all()) for g in grads)
+            and not math.isfinite(grad_norm(probe))):
+        raise RuntimeError(f"check_train's overflowing-norm case is broken on torch {torch.__version__}")
+    model = _HugeGradAt(_model(seed, features, hidden, dtype), at)
+    what = (f"a model whose gradients at step {at} are all finite (the loss too), one parameter's entries "
+            f"{model.push:.3g}, so that their total norm, tc.grad_norm(model), overflows "
+            f"{str(dtype).replace('torch.', '')} to inf")
+    where = f"train at lr=0.05 on {what}"
+    kind, result = _run(train, model, data.loader(ds, batch_size=batch_size, seed=seed), 0.05, steps, f"on {what}")
+    _expect_ends(kind, result, where, steps)
+    if kind == "raised":
+        named = step_named(result)
+        expect(False, where, f"a history of {steps} steps (safe_step took every step: no loss or gradient was NaN or "
+               f"inf, and history['grad_norm'][{at}] is inf)", _raised(result) + _where(result),
+               f"safe_step took step {at}, so train must go on: stop only when safe_step returns None. A total norm "
+               "overflows to inf while every gradient is finite; record it as it is." if at in named else "")
+    losses = list(result["loss"]) if isinstance(result, dict) and isinstance(result.get("loss"), (list, tuple)) else []
+    expect(len(losses) == steps, f"the losses recorded by {where}", f"{steps}, one per step", len(losses))
 
 
 def _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden):

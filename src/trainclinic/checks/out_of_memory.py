@@ -80,13 +80,31 @@ class _OtherSteps:
                 "carries the caller's settings and state, e.g. momentum).")
 
 
-def _loss_fns(smoothing, soft=False):
+def _loss_fns(smoothing, soft=False, function=False):
     """(loss_fn, its name) for a case: plain cross-entropy, or with label smoothing (not F.cross_entropy's default),
-    on class indices or (soft) on class probabilities."""
+    on class indices or (soft) on class probabilities; an nn loss module, or (function) a plain function, which has no
+    `reduction` to switch: a loss_fn is any callable that returns the mean loss."""
     on = " on class-probability targets" if soft else ""
+    if function:
+        def loss_fn(output, target):
+            return nn.functional.cross_entropy(output, target, label_smoothing=smoothing)
+        args = f", label_smoothing={smoothing}" if smoothing else ""
+        return loss_fn, f"a plain function, F.cross_entropy(output, target{args}){on}"
     if smoothing:
         return nn.CrossEntropyLoss(label_smoothing=smoothing), f"nn.CrossEntropyLoss(label_smoothing={smoothing}){on}"
     return nn.CrossEntropyLoss(), f"nn.CrossEntropyLoss(){on}"
+
+
+def _hooks(model):
+    """How many hooks the model's parameters and modules hold (tensor hooks, module forward/backward hooks)."""
+    n = 0
+    for p in model.parameters():
+        for attr in ("_backward_hooks", "_post_accumulate_grad_hooks"):
+            n += len(getattr(p, attr, None) or {})
+    for m in model.modules():
+        for attr in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            n += len(getattr(m, attr, None) or {})
+    return n
 
 
 def _soft(y, classes, dtype, seed):
@@ -182,7 +200,7 @@ def _forwards_text(calls):
     return f"{len(sizes)} forward pass(es) with autograd on, of {sizes} samples" if sizes else "no forward pass with autograd on"
 
 
-def _explain(got, want, model, batch, loss_fn, plain, micro_batches, step, steps):
+def _explain(got, want, model, batch, loss_fn, plain, micro_batches, step, steps, held=None, before=""):
     """(what the gradients at a step are, hint): a hint only when they match a known mistake exactly."""
     x, y = batch
     if x.dtype == torch.float64 and _matches(got, want):
@@ -203,8 +221,14 @@ def _explain(got, want, model, batch, loss_fn, plain, micro_batches, step, steps
          "away what the earlier micro-batches accumulated."),
         (parts[-1], "the gradients of the last micro-batch only", "call optimizer.zero_grad() once, before the loop: "
          "zero_grad() inside the loop throws away what the earlier micro-batches accumulated."),
-        ([w + 0.5 for w in want], "the full-batch gradients plus the 0.5 that .grad held before the call",
-         "call optimizer.zero_grad() once, before the loop: backward() adds to whatever .grad held."),
+        ([w + h for w, h in zip(want, held)] if held is not None else [w + 0.5 for w in want],
+         f"the full-batch gradients plus {before or 'the 0.5 that .grad held before the call'}",
+         "call optimizer.zero_grad() at the start of every call, before the loop: backward() adds to whatever "
+         ".grad held, and a training loop calls accumulate_step once per batch."),
+        (_scaled(want, m / len(x)), f"the full batch's gradients times micro_batches / batch size ({m}/{len(x)}): "
+         "each micro-batch's mean loss divided by the batch size",
+         f"loss_fn returns each micro-batch's MEAN loss (whatever it is: an nn loss module, or a plain function whose "
+         f"reduction cannot be switched), so divide it by micro_batches ({m}), not by the batch size."),
     ]
     if steps > 1:
         partial = [sum(gs) / m for gs in zip(*parts[:step])]
@@ -313,58 +337,91 @@ def _nth(k):
 @check("accumulated_grads")
 def check_accumulated_grads(accumulate_step, seed=0):
     """The gradients at optimizer.step() equal the full batch's (allclose) for the loss_fn passed in, on the present
-    device and the CPU, for several micro-batch counts; and a simulated cuda:0 raises no device error."""
+    device and the CPU, for several micro-batch counts, at two calls in a row with one model and optimizer (as a
+    training loop makes them); and a simulated cuda:0 raises no device error."""
     seen = []
     for device in devices():
         for k, (batch_size, m, dtype, smoothing, inputs, hidden, classes) in enumerate(_cases(seed)):
             model, (x, y) = seeded(seed + k, batch_size, inputs, hidden, classes, dtype=dtype, device=device)
             soft = bool(smoothing)  # the other loss: label smoothing, on class probabilities
-            batch = (x, _soft(y, classes, dtype, seed + k) if soft else y)
-            loss_fn, loss_name = _loss_fns(smoothing, soft)
-            want, _ = _grads(model, *batch, loss_fn)
-            plain = _grads(model, *batch, nn.CrossEntropyLoss())[0] if smoothing else None
+            loss_fn, loss_name = _loss_fns(smoothing, soft, function=(seed + k) % 2 == 1)
+            # two calls in a row, one model and one optimizer, a new batch each (a training loop's next step)
+            batches = []
+            for j in range(2):
+                if j:
+                    _, (x, y) = seeded(seed + k + 100, batch_size, inputs, hidden, classes, dtype=dtype, device=device)
+                batch = (x, _soft(y, classes, dtype, seed + k + 100 * j) if soft else y)
+                plain = _grads(model, *batch, nn.CrossEntropyLoss())[0] if smoothing else None
+                batches.append((batch, _grads(model, *batch, loss_fn)[0], plain))
             stale_grads(model, 0.5)  # as a previous step leaves them
             opt = RecordingSGD(model.parameters(), lr=0.0)  # lr 0: the parameters stay where the reference was taken
             calls, hook = _watch(model)
             where = f"on {device}, batch {batch_size} ({str(dtype).removeprefix('torch.')}), micro_batches={m}"
+            left = 0  # hooks the earlier calls left on the model
             try:
-                with _OtherSteps(opt) as others:
-                    _call_step(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step", where=where,
-                         hints=_hints(batch, inputs))
+                for j, (batch, want, plain) in enumerate(batches):
+                    held = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+                    first, hooks = len(opt.grads), _hooks(model)
+                    del calls[:]
+                    with _OtherSteps(opt) as others:
+                        _call_step(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step",
+                                   where=where if not j else f"{where}, called a 2nd time in a row",
+                                   hints=_hints(batch, inputs))
+                    _expect_call(model, batch, want, plain, loss_fn, loss_name, m, dtype, where, opt, first, calls,
+                                 others, j, held, left)
+                    left += _hooks(model) - hooks
             finally:
                 hook.remove()
-            expect(opt.steps > 0, f"optimizer.step() calls ({where})", "one, after the loop", "none",
-                   others.hint("call optimizer.step() once, after every micro-batch has been backpropagated."))
-            pieces = _pieces(batch_size, m)
-            sizes = [n for grad, n in calls if grad]
-            forwards = "" if sorted(sizes) == sorted(pieces) else (
-                f"; accumulate_step ran {_forwards_text(calls)}, where micro_batches={m} means {m} piece(s) of "
-                f"{pieces[0]}")
-            for step, got in enumerate(opt.grads, 1):
-                missing = [name for (name, _), g in zip(model.named_parameters(), got) if g is None]
-                expect(not missing, f"gradients at optimizer.step() ({where})", "one for every parameter",
-                       f"none for {missing}", "call backward() on each micro-batch's loss before optimizer.step().")
-                if not _matches(got, want, dtype):
-                    observed, hint = _explain(got, want, model, batch, loss_fn, plain, m, step, opt.steps)
-                    at = "optimizer.step()" if opt.steps == 1 else f"the {_nth(step)} of {opt.steps} optimizer.step() calls"
-                    raise CheckFailed(
-                        f"the gradients at {at} ({where}, loss_fn {loss_name}): expected the full batch's gradients "
-                        f"for that loss_fn, observed {observed}{forwards}." + (f"\nHint: {hint}" if hint else
-                        "\nExpected: zero_grad() once before the loop, backward() on each micro-batch's loss / "
-                        "micro_batches, step() once after it."))
-            # finer pieces than micro_batches asks for (coarser ones are check_peak_memory's: they break the budget)
-            if any(n is not None and n < min(pieces) for n in sizes):
-                split = _pieces_of(batch_size, m)
-                hint = (f"micro_batches is the number of pieces, not their size: inputs.chunk({m}) gives {m} pieces "
-                        f"of {pieces[0]} samples; inputs.split({m}) gives pieces of {m} samples."
-                        if sorted(sizes) == sorted(split) and split != pieces else "")
-                expect(False, f"the forward passes with autograd on ({where})",
-                       f"{m}, one per micro-batch of {pieces[0]} samples (micro_batches={m} is the number of pieces)",
-                       _forwards_text(calls), hint)
             seen.append(f"{batch_size}/{m}")
     probe = _device_probe(accumulate_step, seed)
     return (f"gradients accumulated over micro-batches (batch/micro_batches {', '.join(dict.fromkeys(seen))}) equal "
-            f"the full batch's on {', '.join(map(str, devices()))}{probe}")
+            f"the full batch's on {', '.join(map(str, devices()))}, at two calls in a row{probe}")
+
+
+def _expect_call(model, batch, want, plain, loss_fn, loss_name, m, dtype, where, opt, first, calls, others, j, held,
+                 left):
+    """The gradients at the optimizer steps of one call of accumulate_step (the j-th in a row, from 0), and its
+    forward passes."""
+    batch_size = len(batch[0])
+    steps = opt.steps - first
+    nth = "" if not j else (f"; the {_nth(j + 1)} call in a row, with the same model and optimizer and a new batch, as "
+                            "a training loop makes it (the 1st call's gradients were right)")
+    expect(steps > 0, f"optimizer.step() calls ({where}{nth})", "one, after the loop", "none",
+           others.hint("call optimizer.step() once, after every micro-batch has been backpropagated."))
+    pieces = _pieces(batch_size, m)
+    sizes = [n for grad, n in calls if grad]
+    forwards = "" if sorted(sizes) == sorted(pieces) else (
+        f"; accumulate_step ran {_forwards_text(calls)}, where micro_batches={m} means {m} piece(s) of {pieces[0]}")
+    before = "the previous call's gradients, which .grad held when this call began" if j else ""
+    for step, got in enumerate(opt.grads[first:], 1):
+        missing = [name for (name, _), g in zip(model.named_parameters(), got) if g is None]
+        expect(not missing, f"gradients at optimizer.step() ({where}{nth})", "one for every parameter",
+               f"none for {missing}", "call backward() on each micro-batch's loss before optimizer.step().")
+        if not _matches(got, want, dtype):
+            observed, hint = _explain(got, want, model, batch, loss_fn, plain, m, step, steps,
+                                      held=[torch.zeros_like(w) if h is None else h for h, w in zip(held, want)],
+                                      before=before)
+            if j and left > 0:
+                observed += (f"; the earlier call(s) left {left} hook(s) registered on the model (its parameters' "
+                             "register_hook, or its modules' hooks), still acting on this call's backward()")
+                hint = ("remove every hook you register before returning (keep the handle that register_hook "
+                                "returns and call handle.remove()), or scale the loss instead (loss / micro_batches): "
+                                "a hook left on a parameter acts on every later backward(), call after call.")
+            at = "optimizer.step()" if steps == 1 else f"the {_nth(step)} of {steps} optimizer.step() calls"
+            raise CheckFailed(
+                f"the gradients at {at} ({where}{nth}, loss_fn {loss_name}): expected the full batch's gradients "
+                f"for that loss_fn, observed {observed}{forwards}." + (f"\nHint: {hint}" if hint else
+                "\nExpected: zero_grad() once before the loop, backward() on each micro-batch's loss / "
+                "micro_batches, step() once after it."))
+    # finer pieces than micro_batches asks for (coarser ones are check_peak_memory's: they break the budget)
+    if any(n is not None and n < min(pieces) for n in sizes):
+        split = _pieces_of(batch_size, m)
+        hint = (f"micro_batches is the number of pieces, not their size: inputs.chunk({m}) gives {m} pieces "
+                f"of {pieces[0]} samples; inputs.split({m}) gives pieces of {m} samples."
+                if sorted(sizes) == sorted(split) and split != pieces else "")
+        expect(False, f"the forward passes with autograd on ({where})",
+               f"{m}, one per micro-batch of {pieces[0]} samples (micro_batches={m} is the number of pieces)",
+               _forwards_text(calls), hint)
 
 
 @check("one_step")
@@ -376,7 +433,7 @@ def check_one_step(accumulate_step, seed=0):
         smoothing = 0.1
     soft = seed % 2 == 1  # odd seeds: class-probability targets, which loss_fn takes as they come
     model, _ = seeded(seed, batch_size, inputs, hidden, classes, dtype=dtype, device=device)
-    loss_fn, loss_name = _loss_fns(smoothing, soft)
+    loss_fn, loss_name = _loss_fns(smoothing, soft, function=seed % 4 >= 2)  # seeds 2, 3: a plain function
     opt = RecordingSGD(model.parameters(), lr=0.1, record=False, momentum=0.9)  # state carried from step to step
     # the sum of the scaled micro-batch losses equals the full batch's mean up to float32 rounding (the text asks the
     # gradients, not the returned loss, to agree to float64's precision: check_accumulated_grads sees a float32 cast)
@@ -405,6 +462,11 @@ def check_one_step(accumulate_step, seed=0):
         if abs(ratio - m) < 1e-3 * m and m > 1:
             hint = (f"it is {m} times the mean: the sum of the unscaled micro-batch losses. Add the scaled ones "
                     f"(loss / micro_batches) instead.")
+        elif abs(ratio * batch_size / m - 1) < 1e-3 and batch_size != m:
+            hint = (f"it is the mean times micro_batches / batch size ({m}/{batch_size}): each micro-batch's loss, a "
+                    "mean, was divided by the batch size. loss_fn returns the MEAN loss of what it is given (whatever "
+                    "it is: an nn loss module, or a plain function whose reduction cannot be switched): divide it by "
+                    "micro_batches.")
         elif abs(ratio * m - 1) < 1e-3 and m > 1:
             hint = (f"it is the mean divided by micro_batches ({m}) once more: the sum of the scaled micro-batch "
                     f"losses (loss / micro_batches) is already the full batch's mean; return it as it is.")

@@ -8,6 +8,8 @@ compiled code, never as source text). Every process is bounded by a timeout that
 """
 import multiprocessing
 import random
+import re
+import types
 
 import numpy as np
 import torch
@@ -27,6 +29,13 @@ TIMEOUT = 20.0  # seconds for any DataLoader batch and any call in another proce
 
 def _draws():
     return random.random(), float(np.random.random()), torch.rand(3)
+
+
+def _states():
+    """The three global generators' states, comparable with ==."""
+    py = random.getstate()
+    npy = np.random.get_state()
+    return py, (npy[0], npy[1].tobytes(), *npy[2:]), torch.get_rng_state().numpy().tobytes()
 
 
 def _expected(seed):
@@ -67,12 +76,17 @@ def check_seed_everything(seed_everything, seed=0):
             want = _expected(s)
             other = (12345 + s) % 2**32
             random.seed(other), np.random.seed(other), torch.manual_seed(other)  # another state first
+            states = _states()
             call(seed_everything, s, name="seed_everything", where=f"with seed {s}")
+            untouched = [a == b for a, b in zip(states, _states())]
             got = _draws()
-            for name, w, g, hint in zip(names, want, got, hints):
+            for name, w, g, hint, kept in zip(names, want, got, hints, untouched):
                 same = torch.equal(w, g) if torch.is_tensor(w) else w == g
                 expect(same, f"{name} after seed_everything({s})", f"{shown(w)} (what it gives after seeding with {s})",
-                       shown(g), f"seed it with the seed you are given: {hint}")
+                       f"{shown(g)}" + (": the call left that generator's state exactly as it was before it" if kept
+                                        else ""),
+                       f"seed it at every call, whatever happened before (a call that returns early, or a cached "
+                       f"result, seeds nothing): {hint}" if kept else f"seed it with the seed you are given: {hint}")
             # the same seed again, after draws: every generator starts its stream over (torch.initial_seed() still
             # returns s, and a seed remembered from the first call is the same, but the streams have moved on)
             _draws()
@@ -279,6 +293,16 @@ def _loader_run(make_loader, seed, disturb, n):
     return batches, loader
 
 
+def _no_reseed(worker_id):
+    """The reference loader's worker_init_fn (the probe's items need none)."""
+
+
+def _reference_make_loader(dataset, seed):
+    """The lesson's make_loader: its own torch.Generator seeded with `seed`."""
+    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=_no_reseed,
+                      generator=torch.Generator().manual_seed(seed))
+
+
 def _check_loader(make_loader, seed):
     """The loader: 2 workers, batch 4, every item once per epoch, and an order and worker seeds that depend on `seed`
     alone, not on torch's global stream before or after the loader is made, nor on another loader made after it."""
@@ -317,6 +341,35 @@ def _check_loader(make_loader, seed):
            "another order or other worker seeds", "the same batches: the seed is not used",
            "seed the loader's Generator with `seed`: torch.Generator().manual_seed(seed) (a Generator never seeded "
            "starts from the same fixed state every time)")
+    # seeded with `seed` itself: the batches and worker seeds of any loader whose own generator is seeded with it
+    want = _loader_run(_reference_make_loader, seed, 1, n)[0]
+    if runs[0] != want:
+        same_order = [i for i, _ in want] == order
+        hint = ""
+        for s in (seed + 1, seed - 1, seed + 2, 0, 42):
+            if s != seed and s >= 0 and _loader_run(_reference_make_loader, s, 1, n)[0] == runs[0]:
+                hint = (f"they are those of a loader whose generator is seeded with {s}: seed it with `seed` itself, "
+                        "torch.Generator().manual_seed(seed), and use it as it comes (no draws from it first), so "
+                        "that a seed gives the same batches in every program that uses it")
+                break
+        expect(False, f"make_loader(dataset, {seed})'s order of items and worker seeds ({n} items)",
+               f"those of a DataLoader whose own generator is torch.Generator().manual_seed({seed}) (the text: "
+               f"seeded with `seed`): order {[i for i, _ in want][:8]}...",
+               "the same order, other worker seeds" if same_order else f"order {order[:8]}...", hint)
+
+
+def _unsendable(fn):
+    """Why `fn` cannot reach a fresh interpreter ('' when it can, or when the run itself will name the culprit)."""
+    try:
+        processes.dumps(fn)
+    except processes.ProcessError:
+        return ""  # the run names it (a global the function uses)
+    except Exception as exc:  # noqa: BLE001 - pickle's own error is the reason
+        return f"{type(exc).__name__}: {re.sub(r' at 0x[0-9a-f]+', '', str(exc))[:200]}"
+    if (not isinstance(fn, (types.FunctionType, type)) and hasattr(fn, "__qualname__")
+            and getattr(fn, "__module__", None) in ("__main__", "__mp_main__")):
+        return f"pickle sends it by name, __main__.{fn.__qualname__}, which a fresh interpreter does not define"
+    return ""
 
 
 @check("pipeline")
@@ -331,6 +384,14 @@ def check_pipeline(seed_everything, build_vocab, make_loader, seed=0):
     with _GlobalState():
         _check_loader(make_loader, seed)
     args = (seed_everything, build_vocab, make_loader, seed, texts)
+    for name, fn in zip(("seed_everything", "build_vocab", "make_loader"), args):
+        why = _unsendable(fn)
+        expect(not why, f"`{name}`, sent to the fresh interpreters where the check runs the pipeline",
+               "a function the check can send (its compiled code)",
+               f"a {type(fn).__module__}.{type(fn).__qualname__}, which cannot be sent ({why})",
+               "define it with a plain def: the check sends a function's compiled code, and a wrapper object (such as "
+               "functools.lru_cache's) is sent by its name, which another process does not have"
+               if not isinstance(fn, types.FunctionType) else "")
     try:
         a, b = processes.run_each([(processes.interpreter(hashseed=h), pipeline_run, args) for h in HASHSEEDS],
                                   timeout=TIMEOUT)
