@@ -31,7 +31,7 @@ def finite(value):
     """True when every floating-point tensor in `value` (tensor, tuple, list, dict; a float) is finite."""
     if isinstance(value, (int, float)):
         return math.isfinite(value)
-    return all(bool(torch.isfinite(t.detach()).all()) for t in _tensors(value))
+    return all(bool(torch.isfinite(t.detach()).all()) for t in _tensors(value) if t.device.type != "meta")  # meta: no data
 
 
 def summarize(value):
