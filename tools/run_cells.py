@@ -9,6 +9,7 @@ as nbgrader does, every cell runs and each graded cell's verdict is recorded (an
 forked child (a fresh namespace and global state for every notebook, without paying the imports again).
 """
 import contextlib
+import gc
 import io
 import json
 import os
@@ -228,6 +229,14 @@ def _forkable(processes):
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 or not torch.cuda.is_available()
 
 
+def _freeze():
+    """Collect, then move every object left to the collector's permanent generation: a fork's collections then skip
+    what it inherited. Otherwise a full collection (what a gc.collect() in a check runs) walks torch's few hundred
+    thousand objects, writing to each, and the fork copies every page they sit on: 0.33 s a collection, 0.03 s frozen."""
+    gc.collect()
+    gc.freeze()
+
+
 class _Zygote:
     """A fork of the server that ran a lesson's shared prefix (the cells before the first answer cell) once; each
     submission then runs in a fork of it, from the first answer cell on. The prefix's files (its working folder
@@ -272,6 +281,7 @@ class _Zygote:
             out.flush()
             if not ok:
                 return
+            _freeze()
             if processes is not None:
                 warm.update(processes._INTERPRETERS)  # those the prefix started are handed on too
             for line in os.fdopen(jobs_r):
@@ -374,6 +384,7 @@ def serve(preload=("torch", "trainclinic", "torch._dynamo", "matplotlib.figure")
             importlib.import_module(name)
         except ImportError:
             pass
+    _freeze()
     reply = sys.stdout
     sys.stdout = sys.stderr  # nothing but answers on the reply channel
     try:
