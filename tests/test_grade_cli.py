@@ -6,7 +6,7 @@ memory hogs, megabytes of output, stderr from learner code inside the checks, ma
 nbformat, deleted / edited / duplicated cells, renamed and Colab-renamed files, forced passes
 (monkeypatched checks, a fake CheckFailed, patches made during a check, the guard switched off) and a
 submission that snoops on the hidden tests and writes outside its folder. Every other lesson gets its slice
-(correct, and a forced pass that patches its checks), and a run as an ordinary user (not root) proves the
+(the correct fix with its checks patched during a check), and a run as an ordinary user (not root) proves the
 user-namespace fallback. Every grade and every reason is asserted; then the run is interrupted and resumed.
 """
 import ast
@@ -61,7 +61,8 @@ def graded(tmp_path_factory):
     subs = tmp / "submissions"
     expected = corpus.build(subs, LESSON)
     t0 = time.monotonic()
-    proc = grade(subs, tmp / "out", timeout=1800)
+    # 10 s a cell: lesson 01's slowest cell takes about 2 s, and the loops and sleeps cases wait for the limit 4 times
+    proc = grade(subs, tmp / "out", "--cell-timeout", "10", timeout=1800)
     print(f"corpus of {len(expected)} graded in {time.monotonic() - t0:.0f} s")
     return expected, tmp / "out", proc.stdout
 
@@ -115,18 +116,21 @@ def test_corpus_grade(graded, student):
             assert bad not in text, f"{student}: {bad!r} in its outputs"
 
 
-# The other lessons: correct and a forced pass that patches their checks, graded together in one run (each lesson's blank and
-# wrong fixes are graded through nbgrader itself in test_grading.py, and every one through the fork server in test_runtimes.py).
+# The other lessons: one submission each, graded together in one run (each lesson's blank and wrong fixes are graded
+# through nbgrader itself in test_grading.py, and every one through the fork server in test_runtimes.py).
 OTHERS = LESSONS[1:]
-PER_LESSON_FORCED = ("patches-checks", "patches-during-check")
 
 
 def _picked(lesson):
-    # "correct" proves the lesson earns full marks in the grader's sandbox (its limits, read-only files, no network).
-    # A forced pass that patches the lesson's own check module proves the guard watches that module; the two kinds
-    # (patched before the tests, patched during a check) take turns over the lessons, as each needs a full kernel run:
-    # the first lesson's corpus has both, and the generic ones (a fake CheckFailed, the guard switched off)
-    return ("correct", PER_LESSON_FORCED[OTHERS.index(lesson) % 2])
+    # "patches-during-check" is the reference with its last function replaced by one that patches the lesson's check
+    # helpers while a check runs: every check that does not call that function proves full marks in the grader's
+    # sandbox (its limits, read-only files, no network), and the ones that do prove the guard catches the patch. The
+    # first lesson's corpus has every other kind (correct, patched before the tests, a fake CheckFailed, the guard off).
+    # Where that function is used by most checks (03, 07), the correct fix is graded too.
+    ref = corpus.reference(lesson)
+    checks = corpus._tests(ref)
+    kept = len(checks) - len(corpus._users(ref, corpus._last_fn(ref)))
+    return ("patches-during-check",) if 2 * kept >= len(checks) else ("correct", "patches-during-check")
 
 
 @pytest.fixture(scope="module")
