@@ -191,8 +191,12 @@ def cases(lesson):
               f"        if _n.startswith('trainclinic.checks'):\n"
               f"            for _a in ('expect', 'call', 'close'):\n"
               f"                if hasattr(_m, _a):\n                    setattr(_m, _a, lambda *a, **k: True)\n    return None")
+    # A lesson whose checks run the learner's function only in other processes (lesson 11's ranks, forked): the patch
+    # happens there, never in the kernel the guard watches, so it cannot help; the grade is still checked.
+    elsewhere = any(getattr(importlib.import_module(f"trainclinic.checks.{m}"), "LEARNER_CODE_IN_OTHER_PROCESSES", False)
+                    for m in mods)
     out["patches-during-check"] = _case({f"patches-during-check/{name}": dumps(_insert_after_answers(copy.deepcopy(ref), sneaky))},
-                                        lesson, minus_fn, reasons=["no seal"])
+                                        lesson, minus_fn, reasons=[] if elsewhere else ["no seal"])
     off = ("ip = get_ipython()\nfor _e in ('pre_run_cell', 'post_run_cell'):\n    ip.events.callbacks[_e].clear()\n" + patch)
     out["disables-guard"] = _case({f"disables-guard/{name}": dumps(_insert_after_answers(copy.deepcopy(bl), off))},
                                   lesson, zero, reasons=["seal is missing"])

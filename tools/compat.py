@@ -63,7 +63,7 @@ ENVS = {
 UNIT_TESTS = ["tests/test_library.py", "tests/test_shapes.py", "tests/test_memory.py", "tests/test_nonfinite.py",
               "tests/test_gradients.py", "tests/test_evaluation.py", "tests/test_precision.py", "tests/test_checkpoints.py",
               "tests/test_fingerprint.py", "tests/test_processes.py", "tests/test_graphs.py", "tests/test_run_cells.py",
-              "tests/test_clinic.py"]
+              "tests/test_clinic.py", "tests/test_distributed.py"]
 
 
 def cache_root():

@@ -2,7 +2,7 @@
 
 Importing it only imports torch: matplotlib and ipywidgets load when a plot is drawn.
 """
-from . import (checkpoints, checks, clinic, data, device, evaluation, fingerprint, gradients, graphs, memory, models,
+from . import (checkpoints, checks, clinic, data, device, distributed, evaluation, fingerprint, gradients, graphs, memory, models,
                monitor, nonfinite, plots, precision, processes, shapes)
 from .checks import CheckFailed
 from .data import blobs, loader, regression, seed_everything
@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CheckFailed", "LivePlot", "SimulatedCuda", "accelerator", "banner", "blobs", "checkpoints", "checks", "clinic", "data",
-    "device", "evaluation", "explore", "fingerprint", "grad_norm", "gradients", "graphs", "layer_grad_norms", "loader",
+    "device", "distributed", "evaluation", "explore", "fingerprint", "grad_norm", "gradients", "graphs", "layer_grad_norms", "loader",
     "memory", "mlp", "models", "monitor", "nonfinite", "pick_device", "plots", "precision", "processes",
     "regression", "seed_everything", "shapes", "strays",
 ]

@@ -1,0 +1,315 @@
+"""Checks for lesson 11, distributed data parallel: the learner's `train(rank, world, model, dataset, epochs, ckpt_path)`
+run in 2 real processes (gloo on 127.0.0.1, forked by `trainclinic.distributed.launch`).
+
+Everything is watched from outside: in each rank the dataset records the indices read from it (in order), torch.save
+records who saved what, and the model's parameters are hashed before and after; the parent then looks at the
+checkpoint folder and loads the file into an unwrapped model with strict=True. Every run is bounded (the process
+group's timeout, then a join deadline that kills the ranks): wrong code fails in seconds, never hangs the grader.
+`seed` drives a sweep: data set sizes (some not divisible by the world size), epochs, model and data seeds.
+"""
+import math
+import os
+import random
+import tempfile
+import time
+
+import torch
+
+from .. import data
+from ..distributed import Recorded, TwoHeads, launch, params_digest
+from . import CheckFailed, check, expect
+
+__all__ = ["check_train_completes", "check_same_parameters", "check_sharding", "check_epoch_order",
+           "check_checkpoint", "run_train", "reference_train", "WORLD", "TIMEOUT", "BATCH_SIZE",
+           "LEARNER_CODE_IN_OTHER_PROCESSES"]
+
+# The learner's train runs only in the forked ranks, never in the checking process: whatever it patches there
+# (the checks' own helpers included) stays there (autograder/corpus.py reads this).
+LEARNER_CODE_IN_OTHER_PROCESSES = True
+WORLD = 2
+TIMEOUT = 4.0  # the process group's timeout: a collective that waits longer raises in its rank
+DEADLINE = 8.0  # then the parent kills what still runs
+BATCH_SIZE = 8
+_SLOW_SAVE = 0.2  # seconds each torch.save takes in the checks' ranks
+
+_UNUSED = ("the auxiliary head `aux` gets no gradient (the loss uses the main logits only), and DDP by default waits "
+           "for a gradient of every parameter before the next iteration: DDP(model, find_unused_parameters=True) (or "
+           "freeze the head with model.aux.requires_grad_(False) before wrapping).")
+_ONE_RANK = ("a collective (dist.barrier(), an all_reduce) ran on some ranks only: every rank must call every "
+             "collective, in the same order (no barrier inside `if rank == 0:`).")
+HINTS = {
+    "Expected to have finished reduction in the prior iteration": _UNUSED,
+    "sampler option is mutually exclusive with shuffle": "a DataLoader takes either shuffle=True or a sampler: "
+    "the DistributedSampler shuffles (shuffle=True is its default), so drop the DataLoader's shuffle.",
+    "Timed out waiting": _ONE_RANK,
+    "Missing key(s) in state_dict": "save model.module.state_dict() (the wrapped model's), not the DDP wrapper's.",
+    "initialize the default process group twice": "the process group is already started in each rank when train "
+    "runs (as torchrun's script would do first): do not call init_process_group in train.",
+}
+
+
+def reference_train(rank, world, model, dataset, epochs, ckpt_path):
+    """DDP with find_unused_parameters, a DistributedSampler with set_epoch, one checkpoint from rank 0."""
+    import torch.distributed as dist
+    from torch.nn import functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    ddp = DDP(model, find_unused_parameters=True)
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    loader = DataLoader(dataset, batch_size=BATCH_SIZE, sampler=sampler)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            opt.zero_grad()
+            logits, aux = ddp(x)
+            F.cross_entropy(logits, y).backward()
+            opt.step()
+    if rank == 0:
+        torch.save(ddp.module.state_dict(), ckpt_path)
+    dist.barrier()
+
+
+# ---- cases and runs ---------------------------------------------------------------------------------------------
+
+def _case(seed):
+    """n (data set size), epochs, model and data seeds: seed 0 is the notebook's visible case."""
+    if seed == 0:
+        return {"n": 32, "epochs": 2, "model_seed": 0, "data_seed": 1}
+    rng = random.Random(seed)
+    return {"n": rng.choice([21, 27, 30, 33, 40]), "epochs": rng.choice([2, 3]), "model_seed": seed,
+            "data_seed": seed + 100}
+
+
+def _rank_job(rank, world, train, case, ckpt_path):
+    """In a rank: the learner's train on a recorded dataset; what it read, saved, and the parameters after."""
+    saves, original = [], torch.save
+
+    def recording_save(obj, f, *args, **kwargs):
+        saves.append(os.fspath(f) if isinstance(f, (str, os.PathLike)) else repr(f))
+        time.sleep(_SLOW_SAVE)  # a real checkpoint takes a while to write: the other ranks must wait for it
+        return original(obj, f, *args, **kwargs)
+
+    torch.save = recording_save  # this rank's own process: the parent's torch is untouched
+    model = TwoHeads(seed=case["model_seed"])
+    before = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}
+    dataset = Recorded(data.blobs(n=case["n"], features=8, classes=3, seed=case["data_seed"]))
+    train(rank, world, model, dataset, case["epochs"], ckpt_path)
+    after = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}
+    finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    exists = os.path.exists(ckpt_path)
+    return {"exists": exists, "before": before, "after": after, "finite": finite, "seen": dataset.seen, "saves": saves}
+
+
+def run_train(train, seed=0, world=WORLD, timeout=TIMEOUT, deadline=DEADLINE):
+    """Run `train` on `world` ranks for the seed's case: (case, Launch, files left in the checkpoint folder,
+    {file: loaded object or the exception's text}, the checkpoint's path)."""
+    case = _case(seed)
+    with tempfile.TemporaryDirectory(prefix="trainclinic-ckpt-") as folder:
+        path = os.path.join(folder, "checkpoint.pt")
+        run = launch(_rank_job, world=world, args=(train, case, path), timeout=timeout, deadline=deadline)
+        files = sorted(os.listdir(folder))
+        loaded = {}
+        for name in files:
+            try:
+                loaded[name] = torch.load(os.path.join(folder, name), weights_only=True)
+            except Exception as exc:  # noqa: BLE001 - reported by the checkpoint check
+                loaded[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return case, run, files, loaded, path
+
+
+def _describe(case, world=WORLD):
+    return f"{world} ranks, {case['n']} samples, {case['epochs']} epochs"
+
+
+_PEER = ("Connection closed by peer", "Connection reset by peer", "Application timeout caused pair closure")
+
+
+def _grading_cache():
+    """Under the grader (NBGRADER_EXECUTION set: a notebook run once, top to bottom), the check cells share one
+    2-rank run per (train, seed) instead of one per cell. Held in a closure: no module attribute to overwrite."""
+    runs = {}
+
+    def get(train, seed):
+        if not os.environ.get("NBGRADER_EXECUTION"):
+            return run_train(train, seed)
+        key = (id(train), seed)
+        hit = runs.get(key)
+        if hit is None or hit[0] is not train or hit[1] is not getattr(train, "__code__", None):
+            if len(runs) >= 64:  # small entries; the 50-seed sweep runs check by check over every seed
+                runs.clear()
+            hit = runs[key] = (train, getattr(train, "__code__", None), run_train(train, seed))
+        return hit[2]
+
+    return get
+
+
+_run_once = _grading_cache()
+
+
+def _completed(train, seed):
+    """run_train, then CheckFailed unless every rank returned within the time limits."""
+    if not callable(train):
+        raise CheckFailed(f"expected `train` to be a function, found {type(train).__name__}")
+    case, run, files, loaded, path = _run_once(train, seed)
+    if run.ok:
+        return case, run, files, loaded, path
+    errors = [r.error for r in run.ranks if r.error]
+    if errors and all(kind == "NotImplementedError" for kind, _, _ in errors):
+        raise CheckFailed("`train` is not written yet: replace `raise NotImplementedError` with your code")
+    # a rank's own error first; "connection closed" on the others is its consequence
+    ranks = sorted(run.ranks, key=lambda r: (r.ok, r.hung is False and r.error is not None
+                                             and any(p in r.error[1] for p in _PEER)))
+    lines = []
+    for r in ranks:
+        if not r.ok:
+            line = r.describe()
+            line = line if len(line) <= 420 else line[:420] + " ..."
+            if line.split(" ", 2)[2] not in [l.split(" ", 2)[2] for l in lines]:
+                lines.append(line)
+            else:
+                lines.append(f"rank {r.rank}: the same")
+    text = "\n".join(lines)
+    hint = next((h for key, h in HINTS.items() if key in text), "")
+    if not hint and any(r.ok for r in run.ranks) and any(p in text for p in _PEER):
+        hint = ("one rank returned while another still waited in a collective for it (a barrier or an all_reduce "
+                "called on some ranks only?): " + _ONE_RANK)
+    hung = any(r.hung for r in run.ranks)
+    if hung:
+        hint = hint or _ONE_RANK
+        text += ("\n(a hang: a rank waited in a collective, a barrier or DDP's gradient all-reduce, for a rank that "
+                 "never joined it)")
+    what = (f"did not finish within the time limits ({TIMEOUT:g} s for a collective, {DEADLINE:g} s in all)" if hung
+            else "failed")
+    raise CheckFailed(f"`train` on {_describe(case)} {what}:\n{text}" + (f"\nHint: {hint}" if hint else ""))
+
+
+# ---- the checks -------------------------------------------------------------------------------------------------
+
+@check("train_completes")
+def check_train_completes(train, seed=0):
+    """train runs on 2 ranks and every rank trains (reads its epochs of data, steps) and returns, in time."""
+    case, run, *_ = _completed(train, seed)
+    share = math.ceil(case["n"] / WORLD)
+    for r, out in enumerate(run.values):
+        expect(len(out["seen"]) >= case["epochs"] * share, f"rank {r}'s samples read in {case['epochs']} epochs",
+               f"at least {case['epochs'] * share} ({share} per epoch)", len(out["seen"]),
+               "train for `epochs` epochs over the DataLoader (with its default num_workers=0: the checks watch the "
+               "reads in each rank's own process)")
+        expect(out["after"]["body"] != out["before"]["body"], f"rank {r}'s parameters after train",
+               "changed by the training steps", "unchanged", "step an optimizer over the DDP model's parameters")
+    return f"{_describe(case)}: every rank trained and returned, in {run.seconds:.1f} s"
+
+
+@check("same_parameters")
+def check_same_parameters(train, seed=0):
+    """After train, the parameters are identical on every rank, and the body and the main head have trained."""
+    case, run, *_ = _completed(train, seed)
+    outs = run.values
+    for r, out in enumerate(outs):
+        expect(out["finite"], f"rank {r}'s parameters after training", "finite values", "NaN or inf")
+        for part in ("body", "head"):
+            expect(out["after"][part] != out["before"][part], f"rank {r}'s `{part}` parameters after training",
+                   "changed by the training steps", "the initial values, unchanged",
+                   "train the model DDP wraps: its optimizer over ddp.parameters() (or model.parameters())")
+    digests = [out["after"] for out in outs]
+    for part in ("body", "head", "aux"):
+        expect(len({d[part] for d in digests}) == 1, f"the `{part}` parameters across ranks",
+               "identical on every rank (DDP averages the gradients, so every rank takes the same step)",
+               ", ".join(f"rank {r}: {d[part]}" for r, d in enumerate(digests)),
+               "wrap the model in DistributedDataParallel and step an optimizer over its parameters on every rank")
+    return f"{_describe(case)}: parameters identical on every rank ({digests[0]['head']}), body and head trained"
+
+
+def _epochs(case, run):
+    """Each rank's indices cut into epochs: {rank: [epoch lists]}; CheckFailed when the counts do not split."""
+    per_rank = {}
+    for r, out in enumerate(run.values):
+        seen, epochs = out["seen"], case["epochs"]
+        expect(bool(seen), f"rank {r}'s samples read (in the rank's own process)", "the data set's samples", "none",
+               "the checks watch the reads in each rank's process: keep the DataLoader's default num_workers=0")
+        expect(len(seen) % epochs == 0, f"rank {r}'s samples read over {epochs} epochs",
+               f"the same number each epoch ({math.ceil(case['n'] / WORLD)}: ceil({case['n']} / {WORLD}))",
+               f"{len(seen)} in all")
+        k = len(seen) // epochs
+        per_rank[r] = [seen[e * k:(e + 1) * k] for e in range(epochs)]
+    return per_rank
+
+
+@check("sharding")
+def check_sharding(train, seed=0):
+    """Each epoch, the ranks read disjoint parts of the data set (DistributedSampler's padding aside) that cover it."""
+    case, run, *_ = _completed(train, seed)
+    n, share = case["n"], math.ceil(case["n"] / WORLD)
+    per_rank = _epochs(case, run)
+    for e in range(case["epochs"]):
+        lists = [per_rank[r][e] for r in range(WORLD)]
+        sizes = [len(x) for x in lists]
+        same = set(lists[0]) == set(lists[1])
+        expect(not same or n <= 1, f"epoch {e}: the samples rank 0 and rank 1 read",
+               "different parts of the data set", f"the same {len(set(lists[0]))} samples on both ranks",
+               "without a DistributedSampler every rank trains on the whole data set: DataLoader(dataset, "
+               "batch_size=8, sampler=DistributedSampler(dataset, num_replicas=world, rank=rank))")
+        expect(sizes == [share] * WORLD, f"epoch {e}: samples read per rank", f"{share} on each (ceil({n} / {WORLD}))",
+               ", ".join(f"rank {r}: {s}" for r, s in enumerate(sizes)))
+        union = set().union(*map(set, lists))
+        missing = sorted(set(range(n)) - union)
+        expect(not missing, f"epoch {e}: the data set covered by the ranks together", f"all {n} samples",
+               f"{len(missing)} never read ({missing[:8]}{' ...' if len(missing) > 8 else ''})")
+        overlap = sum(sizes) - len(union)
+        expect(overlap <= WORLD * share - n, f"epoch {e}: samples read by more than one rank",
+               f"at most {WORLD * share - n} (DistributedSampler's padding, for {n} samples on {WORLD} ranks)",
+               overlap)
+    return f"{_describe(case)}: each epoch the ranks read disjoint shares of {share} that cover the {n} samples"
+
+
+@check("epoch_order")
+def check_epoch_order(train, seed=0):
+    """Each rank reads its samples in a different order every epoch (shuffled, reseeded per epoch)."""
+    case, run, *_ = _completed(train, seed)
+    per_rank = _epochs(case, run)
+    for r in range(WORLD):
+        orders = per_rank[r]
+        for e in range(1, len(orders)):
+            expect(orders[e] != orders[e - 1], f"rank {r}: the order of epoch {e} against epoch {e - 1}",
+                   "a different order (a new shuffle every epoch)", f"the same order {orders[e][:6]} ...",
+                   "call sampler.set_epoch(epoch) at the start of every epoch (the DistributedSampler shuffles with "
+                   "seed + epoch), and keep its shuffle=True")
+    return f"{_describe(case)}: every epoch in a new order on each rank"
+
+
+@check("checkpoint")
+def check_checkpoint(train, seed=0):
+    """Exactly one checkpoint, saved by rank 0 only, that loads into the unwrapped model with strict=True."""
+    case, run, files, loaded, path = _completed(train, seed)
+    savers = {r: out["saves"] for r, out in enumerate(run.values)}
+    others = {r: s for r, s in savers.items() if r != 0 and s}
+    expect(not others, "the ranks that called torch.save", "rank 0 only",
+           ", ".join(f"rank {r}: {len(s)} save(s)" for r, s in savers.items()),
+           "every rank holds the same model: save from one, `if rank == 0: torch.save(...)`; several processes "
+           "writing one file can leave it torn")
+    expect(files == [os.path.basename(path)], "the files in the checkpoint folder",
+           f"exactly one, {os.path.basename(path)}", files or "none", "" if files else
+           "rank 0 saves to ckpt_path: torch.save(ddp.module.state_dict(), ckpt_path)")
+    state = loaded[files[0]]
+    expect(not isinstance(state, str), "torch.load of the checkpoint", "a state_dict", state)
+    expect(isinstance(state, dict), "the checkpoint", "a state_dict (a dict of tensors)", type(state).__name__)
+    model = TwoHeads(seed=case["model_seed"])
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        prefixed = any(str(k).startswith("module.") for k in state)
+        raise CheckFailed(f"loading the checkpoint into the unwrapped model with strict=True: expected it to load, "
+                          f"observed RuntimeError: {str(exc)[:300]}"
+                          + ("\nHint: save model.module.state_dict() (the wrapped model's), not the DDP wrapper's: "
+                             "its keys start with `module.`." if prefixed else "")) from None
+    late = [r for r, out in enumerate(run.values) if not out["exists"]]
+    expect(not late, "when train returned on each rank, the checkpoint", "written already (on every rank)",
+           f"not there yet on rank {', '.join(map(str, late))}",
+           "rank 0's save takes a while: after it, dist.barrier() on every rank (outside the `if rank == 0:`)")
+    final = run.values[0]["after"]
+    loaded_digest = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}
+    expect(loaded_digest == final, "the checkpoint's parameters", f"the trained ones ({final['head']})",
+           f"others ({loaded_digest['head']})", "save after the last epoch")
+    return f"{_describe(case)}: one checkpoint, saved by rank 0, loads with strict=True, holds the trained parameters"

@@ -1,0 +1,130 @@
+"""Lesson 11 (distributed data parallel): plausible wrong fixes (each loses exactly its checks, with the message) and
+correct fixes written differently. Format: tests/variants/__init__.py. nbgrader itself grades the first wrong variant
+and the first correct one (tests/test_grading.py)."""
+
+TRAIN = '''def train(rank, world, model, dataset, epochs, ckpt_path):
+    ddp = DDP(model, find_unused_parameters=True)
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)
+    loader = DataLoader(dataset, batch_size=8, sampler=sampler)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            opt.zero_grad()
+            logits, aux = ddp(x)
+            F.cross_entropy(logits, y).backward()
+            opt.step()
+    if rank == 0:
+        torch.save(ddp.module.state_dict(), ckpt_path)
+    dist.barrier()
+'''
+
+
+def train_with(*changes):
+    """The reference train with parts changed: (old, new) pairs."""
+    src = TRAIN
+    for old, new in changes:
+        assert old in src, old
+        src = src.replace(old, new)
+    return src
+
+
+ALL = ("check_train_completes", "check_same_parameters", "check_sharding", "check_epoch_order", "check_checkpoint")
+SAMPLER = "    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n"
+SAVE = "    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n"
+
+VARIANTS = {
+    # the checkpoint saved by every rank (no `if rank == 0`)
+    "save_every_rank": {
+        "cells": {"train": train_with((SAVE, "    torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n"))},
+        "lost": {"check_checkpoint": "rank 0 only"},
+    },
+    # DDP's unused-parameter error fixed, the data loader left as it was: every rank reads everything
+    "no_sampler": {
+        "cells": {"train": train_with((SAMPLER, ""), ("sampler.set_epoch(epoch)\n", "pass\n"),
+                                      ("sampler=sampler", "shuffle=True"))},
+        "lost": {"check_sharding": "without a DistributedSampler every rank trains on the whole data set"},
+    },
+    # the sampler, without set_epoch: the same order every epoch
+    "no_set_epoch": {
+        "cells": {"train": train_with(("        sampler.set_epoch(epoch)\n", ""))},
+        "lost": {"check_epoch_order": "call sampler.set_epoch(epoch)"},
+    },
+    # the sampler with shuffle=False (set_epoch then changes nothing)
+    "sampler_without_shuffle": {
+        "cells": {"train": train_with(("rank=rank, shuffle=True)", "rank=rank, shuffle=False)"))},
+        "lost": {"check_epoch_order": "a new shuffle every epoch"},
+    },
+    # shuffle=True kept on the DataLoader beside the sampler: PyTorch refuses
+    "shuffle_and_sampler": {
+        "cells": {"train": train_with(("sampler=sampler)", "sampler=sampler, shuffle=True)"))},
+        "lost": {c: "sampler option is mutually exclusive with shuffle" for c in ALL},
+    },
+    # the wrapper's state_dict: keys prefixed with module.
+    "save_wrapper_state": {
+        "cells": {"train": train_with(("torch.save(ddp.module.state_dict()", "torch.save(ddp.state_dict()"))},
+        "lost": {"check_checkpoint": "Missing key(s) in state_dict"},
+    },
+    # no barrier after the save: the other rank returns before the checkpoint exists
+    "no_barrier_after_save": {
+        "cells": {"train": train_with(("    dist.barrier()\n", ""))},
+        "lost": {"check_checkpoint": "not there yet on rank 1"},
+    },
+    # the barrier inside the `if rank == 0:` (rank 1 never calls it)
+    "barrier_on_rank0_only": {
+        "cells": {"train": train_with(("    dist.barrier()\n", "        dist.barrier()\n"))},
+        "lost": {c: "some ranks only" for c in ALL},
+    },
+    # DDP as first written: the aux head's parameters get no gradient, iteration 1 fails
+    "no_find_unused_parameters": {
+        "cells": {"train": train_with(("DDP(model, find_unused_parameters=True)", "DDP(model)"))},
+        "lost": {c: "Expected to have finished reduction in the prior iteration" for c in ALL},
+    },
+    # correct: the aux head frozen before wrapping (DDP ignores it), the sampler from the process group, the
+    # original model's state_dict, barriers around the save
+    "correct_frozen_aux": {
+        "cells": {"train": '''def train(rank, world, model, dataset, epochs, ckpt_path):
+    model.aux.requires_grad_(False)
+    ddp = DDP(model)
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=8, sampler=sampler, drop_last=False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            opt.zero_grad()
+            loss = F.cross_entropy(ddp(x)[0], y)
+            loss.backward()
+            opt.step()
+    dist.barrier()
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), ckpt_path)
+    dist.barrier()
+'''},
+        "lost": {},
+    },
+    # correct: shards by hand, as DistributedSampler does (a new permutation per epoch, padded, every world-th index)
+    "correct_manual_shards": {
+        "cells": {"train": '''def train(rank, world, model, dataset, epochs, ckpt_path):
+    import math
+    from torch.utils.data import Subset
+    ddp = DDP(model, find_unused_parameters=True)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    n = len(dataset)
+    total = math.ceil(n / world) * world
+    for epoch in range(epochs):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(1000 + epoch)).tolist()
+        order += order[:total - n]
+        mine = order[rank:total:world]
+        for x, y in DataLoader(Subset(dataset, mine), batch_size=8):
+            opt.zero_grad()
+            F.cross_entropy(ddp(x)[0], y).backward()
+            opt.step()
+    if rank == 0:
+        state = {k[len("module."):]: v for k, v in ddp.state_dict().items()}
+        torch.save(state, ckpt_path)
+    dist.barrier()
+'''},
+        "lost": {},
+    },
+}
