@@ -23,6 +23,8 @@ from datetime import timedelta
 import torch
 from torch import nn
 
+from .fingerprint import fingerprint
+
 __all__ = ["RankResult", "Launch", "free_port", "launch", "spawn_cell_function", "TwoHeads", "Recorded",
            "params_digest"]
 
@@ -308,9 +310,4 @@ class Recorded(torch.utils.data.Dataset):
 
 def params_digest(model):
     """A short hex digest of a model's parameters (equal digests: equal parameters, to the bit)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(p.detach().to("cpu").contiguous().numpy().tobytes())
-    return h.hexdigest()[:12]
+    return fingerprint(list(model.parameters()), length=12)

@@ -20,7 +20,7 @@ from ..distributed import Recorded, TwoHeads, launch, params_digest
 from . import CheckFailed, check, expect
 
 __all__ = ["check_train_completes", "check_same_parameters", "check_sharding", "check_epoch_order",
-           "check_checkpoint", "run_train", "reference_train", "WORLD", "TIMEOUT", "BATCH_SIZE",
+           "check_checkpoint", "run_train", "WORLD", "TIMEOUT", "BATCH_SIZE",
            "LEARNER_CODE_IN_OTHER_PROCESSES"]
 
 # The learner's train runs only in the forked ranks, never in the checking process: whatever it patches there
@@ -46,29 +46,6 @@ HINTS = {
     "initialize the default process group twice": "the process group is already started in each rank when train "
     "runs (as torchrun's script would do first): do not call init_process_group in train.",
 }
-
-
-def reference_train(rank, world, model, dataset, epochs, ckpt_path):
-    """DDP with find_unused_parameters, a DistributedSampler with set_epoch, one checkpoint from rank 0."""
-    import torch.distributed as dist
-    from torch.nn import functional as F
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    from torch.utils.data import DataLoader, DistributedSampler
-
-    ddp = DDP(model, find_unused_parameters=True)
-    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
-    loader = DataLoader(dataset, batch_size=BATCH_SIZE, sampler=sampler)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        for x, y in loader:
-            opt.zero_grad()
-            logits, aux = ddp(x)
-            F.cross_entropy(logits, y).backward()
-            opt.step()
-    if rank == 0:
-        torch.save(ddp.module.state_dict(), ckpt_path)
-    dist.barrier()
 
 
 # ---- cases and runs ---------------------------------------------------------------------------------------------
