@@ -30,6 +30,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -179,8 +180,10 @@ def run(name, pytest_args=(), log=print):
     parts = ROOT / "artifacts" / f"compat-{name}"
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir(parents=True)
+    temproot = Path(tempfile.gettempdir()) / f"trainclinic-compat-{name}"  # its own: `make test` runs the main suite beside it
+    temproot.mkdir(exist_ok=True)
     env = _clean_env(PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1", TRAINCLINIC_RUNTIME=name,
-                     TRAINCLINIC_RUNTIME_REPORT=str(parts),
+                     TRAINCLINIC_RUNTIME_REPORT=str(parts), PYTEST_DEBUG_TEMPROOT=str(temproot),
                      PATH=f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     pins = ENVS[name]["python"] is None
     unit = [] if pins else UNIT_TESTS  # on today's pins the main suite has run the unit tests

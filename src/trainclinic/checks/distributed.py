@@ -30,7 +30,8 @@ WORLD = 2
 TIMEOUT = 4.0  # the process group's timeout: a collective that waits longer raises in its rank
 DEADLINE = 8.0  # then the parent kills what still runs
 BATCH_SIZE = 8
-_SLOW_SAVE = 0.2  # seconds each torch.save takes in the checks' ranks
+_SLOW_SAVE = 0.5  # seconds each torch.save takes in the checks' ranks: a rank that does not wait for it (no barrier)
+# reads no file, unless it stalls longer than this between its last all-reduce and its return (a loaded machine)
 
 _UNUSED = ("the auxiliary head `aux` gets no gradient (the loss uses the main logits only), and DDP by default waits "
            "for a gradient of every parameter before the next iteration: DDP(model, find_unused_parameters=True) (or "
