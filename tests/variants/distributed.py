@@ -128,3 +128,39 @@ VARIANTS = {
         "lost": {},
     },
 }
+
+
+# Blind round 10 (writers saw only the release notebook): cases that were misgraded, then fixed in the checks,
+# and correct fixes written differently.
+VARIANTS.update({
+    # Wrong on odd sizes: drop_last=True gives each rank floor(n/world), not ceil, and one sample is never read, so 
+    "blind10_drop_last_sampler": {
+        "cells": {"train": 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, drop_last=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        "lost": {'check_sharding': 'samples read per rank'},
+    },
+    # Wrong per the text (num_replicas=world, 'world ranks'): hard-codes 2 replicas; on 3 or 4 ranks shares overlap 
+    "blind10_hardcoded_two_replicas": {
+        "cells": {"train": 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=2, rank=rank % 2, shuffle=True)   # "we run on 2 ranks"\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        "lost": {'check_sharding': 'num_replicas=world and rank=rank'},
+    },
+    # Wrong: avoids the unused-parameter error by training the aux head on the labels too; the text: main logits onl
+    "blind10_aux_trained_too": {
+        "cells": {"train": 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            logits, aux = ddp(x)\n            (F.cross_entropy(logits, y) + F.cross_entropy(aux, y)).backward()   # "use every output"\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        "lost": {'check_same_parameters': 'the aux head is not trained here'},
+    },
+    # Wrong per the text (SGD lr 0.1): applies the linear lr-scaling rule (lr 0.2 on 2 ranks). Everything else is ri
+    "blind10_lr_scaled_by_world": {
+        "cells": {"train": 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1 * world)     # linear scaling rule for the larger global batch\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        "lost": {'check_same_parameters': 'torch.optim.SGD(lr=0.1)'},
+    },
+    # Correct in behaviour (AMBIGUOUS vs the text): the lesson's section 1 lists 'make every output take part in the
+    "blind10_ok_zero_times_aux_in_loss": {
+        "cells": {"train": 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model)                                    # no find_unused_parameters: every output joins the loss\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            logits, aux = ddp(x)\n            loss = F.cross_entropy(logits, y) + 0.0 * aux.sum()   # aux gets a zero gradient: never moves\n            loss.backward()\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        "lost": {},
+    },
+    # Correct with extra harmless work: Join wrapper, explicit shuffle=False on the loader (allowed with a sampler),
+    "blind10_ok_atomic_save_extra_barriers_join": {
+        "cells": {"train": 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    from torch.distributed.algorithms.join import Join\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, drop_last=False)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler, shuffle=False)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.0)\n    with Join([ddp]):                                   # harmless: the sampler already evens the shares\n        for epoch in range(epochs):\n            sampler.set_epoch(epoch)\n            for step, (x, y) in enumerate(loader):\n                opt.zero_grad()\n                logits, aux = ddp(x)\n                F.cross_entropy(logits, y).backward()\n                opt.step()\n    dist.barrier()                                      # every rank done training (extra, harmless)\n    if rank == 0:\n        tmp = ckpt_path + ".tmp"\n        torch.save(ddp.module.state_dict(), tmp)\n        os.replace(tmp, ckpt_path)                      # atomic: nobody ever sees a half-written file\n    dist.barrier()\n    return {"rank": rank, "epochs": epochs}\n'},
+        "lost": {},
+    },
+})

@@ -54,10 +54,10 @@ HINTS = {
 def _case(seed):
     """n (data set size), epochs, model and data seeds: seed 0 is the notebook's visible case."""
     if seed == 0:
-        return {"n": 32, "epochs": 2, "model_seed": 0, "data_seed": 1}
+        return {"n": 32, "epochs": 2, "model_seed": 0, "data_seed": 1, "world": WORLD}
     rng = random.Random(seed)
     return {"n": rng.choice([21, 27, 30, 33, 40]), "epochs": rng.choice([2, 3]), "model_seed": seed,
-            "data_seed": seed + 100}
+            "data_seed": seed + 100, "world": 3 if seed % 4 == 2 else WORLD}  # 3 ranks: `world` is not always 2
 
 
 def _rank_job(rank, world, train, case, ckpt_path):
@@ -77,13 +77,19 @@ def _rank_job(rank, world, train, case, ckpt_path):
     after = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}
     finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
     exists = os.path.exists(ckpt_path)
-    return {"exists": exists, "before": before, "after": after, "finite": finite, "seen": dataset.seen, "saves": saves}
+    # as lists: pickling a tensor in a fresh fork first imports torch's serialization machinery (3 s)
+    state = {k: v.detach().tolist() for k, v in model.state_dict().items()} if rank == 0 else None
+    return {"exists": exists, "before": before, "after": after, "finite": finite, "seen": dataset.seen, "saves": saves,
+            "state": state}
 
 
-def run_train(train, seed=0, world=WORLD, timeout=TIMEOUT, deadline=DEADLINE):
+def run_train(train, seed=0, world=None, timeout=TIMEOUT, deadline=DEADLINE):
     """Run `train` on `world` ranks for the seed's case: (case, Launch, files left in the checkpoint folder,
     {file: loaded object or the exception's text}, the checkpoint's path)."""
     case = _case(seed)
+    if world is not None:
+        case["world"] = world
+    world = case["world"]
     with tempfile.TemporaryDirectory(prefix="trainclinic-ckpt-") as folder:
         path = os.path.join(folder, "checkpoint.pt")
         run = launch(_rank_job, world=world, args=(train, case, path), timeout=timeout, deadline=deadline)
@@ -97,8 +103,8 @@ def run_train(train, seed=0, world=WORLD, timeout=TIMEOUT, deadline=DEADLINE):
     return case, run, files, loaded, path
 
 
-def _describe(case, world=WORLD):
-    return f"{world} ranks, {case['n']} samples, {case['epochs']} epochs"
+def _describe(case):
+    return f"{case['world']} ranks, {case['n']} samples, {case['epochs']} epochs"
 
 
 _PEER = ("Connection closed by peer", "Connection reset by peer", "Application timeout caused pair closure")
@@ -169,10 +175,11 @@ def _completed(train, seed):
 def check_train_completes(train, seed=0):
     """train runs on 2 ranks and every rank trains (reads its epochs of data, steps) and returns, in time."""
     case, run, *_ = _completed(train, seed)
-    share = math.ceil(case["n"] / WORLD)
+    least = case["n"] // case["world"]  # how many samples each epoch reads (the sampler's share is checked apart)
     for r, out in enumerate(run.values):
-        expect(len(out["seen"]) >= case["epochs"] * share, f"rank {r}'s samples read in {case['epochs']} epochs",
-               f"at least {case['epochs'] * share} ({share} per epoch)", len(out["seen"]),
+        expect(len(out["seen"]) >= case["epochs"] * least, f"rank {r}'s samples read in {case['epochs']} epochs",
+               f"at least {case['epochs'] * least} ({least} per epoch: {case['n']} samples over {case['world']} "
+               "ranks)", len(out["seen"]),
                "train for `epochs` epochs over the DataLoader (with its default num_workers=0: the checks watch the "
                "reads in each rank's own process)")
         expect(out["after"]["body"] != out["before"]["body"], f"rank {r}'s parameters after train",
@@ -191,13 +198,54 @@ def check_same_parameters(train, seed=0):
             expect(out["after"][part] != out["before"][part], f"rank {r}'s `{part}` parameters after training",
                    "changed by the training steps", "the initial values, unchanged",
                    "train the model DDP wraps: its optimizer over ddp.parameters() (or model.parameters())")
+    for r, out in enumerate(outs):
+        expect(out["after"]["aux"] == out["before"]["aux"], f"rank {r}'s `aux` head after training",
+               "unchanged (the text: the main logits only, the aux head is not trained here)", "changed",
+               "the loss is F.cross_entropy(logits, y) on the main logits alone")
     digests = [out["after"] for out in outs]
     for part in ("body", "head", "aux"):
         expect(len({d[part] for d in digests}) == 1, f"the `{part}` parameters across ranks",
                "identical on every rank (DDP averages the gradients, so every rank takes the same step)",
                ", ".join(f"rank {r}: {d[part]}" for r, d in enumerate(digests)),
                "wrap the model in DistributedDataParallel and step an optimizer over its parameters on every rank")
-    return f"{_describe(case)}: parameters identical on every rank ({digests[0]['head']}), body and head trained"
+    want = _replay(case, [out["seen"] for out in outs])
+    if want is not None:  # reads that do not split into the sampler's batches: check_sharding says why
+        got = {k: torch.tensor(v, dtype=torch.float64) for k, v in outs[0]["state"].items()}
+        gap = max((got[k] - v.double()).abs().max().item() for k, v in want.items())
+        expect(gap <= 1e-5 + 1e-4 * max(v.abs().max().item() for v in want.values()),
+               "the parameters after train", "those of torch.optim.SGD(lr=0.1) on F.cross_entropy(logits, y) with DDP's "
+               "averaged gradients, over the batches each rank read", f"others (largest difference {gap:.3g})",
+               "one SGD step at lr 0.1 per batch (no momentum, no scaled rate), zero_grad before each backward, the "
+               "loss on the main logits alone")
+    return f"{_describe(case)}: parameters identical on every rank ({digests[0]['head']}), body and head trained" + (
+        " as SGD(lr=0.1) with averaged gradients does" if want is not None else "")
+
+
+def _replay(case, seen):
+    """The state_dict the text's training gives (SGD, lr 0.1, cross-entropy of the main logits, DDP's gradients
+    averaged over the ranks) on the batches each rank read; None when the reads do not split into the sampler's."""
+    from torch.nn import functional as F
+
+    world, epochs = case["world"], case["epochs"]
+    share = math.ceil(case["n"] / world)
+    if any(len(s) != epochs * share for s in seen):
+        return None
+    dataset = data.blobs(n=case["n"], features=8, classes=3, seed=case["data_seed"])
+    model = TwoHeads(seed=case["model_seed"])
+    params = [p for name, p in model.named_parameters() if not name.startswith("aux.")]
+    with torch.enable_grad():
+        for e in range(epochs):
+            for start in range(0, share, BATCH_SIZE):
+                total = None
+                for r in range(world):
+                    items = [dataset[i] for i in seen[r][e * share + start:e * share + min(start + BATCH_SIZE, share)]]
+                    x, y = torch.stack([x for x, _ in items]), torch.stack([torch.as_tensor(y) for _, y in items])
+                    grads = torch.autograd.grad(F.cross_entropy(model(x)[0], y), params)
+                    total = grads if total is None else [a + b for a, b in zip(total, grads)]
+                with torch.no_grad():
+                    for p, g in zip(params, total):
+                        p -= 0.1 * (g / world)
+    return {k: v.detach() for k, v in model.state_dict().items()}
 
 
 def _epochs(case, run):
@@ -208,7 +256,8 @@ def _epochs(case, run):
         expect(bool(seen), f"rank {r}'s samples read (in the rank's own process)", "the data set's samples", "none",
                "the checks watch the reads in each rank's process: keep the DataLoader's default num_workers=0")
         expect(len(seen) % epochs == 0, f"rank {r}'s samples read over {epochs} epochs",
-               f"the same number each epoch ({math.ceil(case['n'] / WORLD)}: ceil({case['n']} / {WORLD}))",
+               f"the same number each epoch ({math.ceil(case['n'] / case['world'])}: ceil({case['n']} / "
+               f"{case['world']}))",
                f"{len(seen)} in all")
         k = len(seen) // epochs
         per_rank[r] = [seen[e * k:(e + 1) * k] for e in range(epochs)]
@@ -219,25 +268,28 @@ def _epochs(case, run):
 def check_sharding(train, seed=0):
     """Each epoch, the ranks read disjoint parts of the data set (DistributedSampler's padding aside) that cover it."""
     case, run, *_ = _completed(train, seed)
-    n, share = case["n"], math.ceil(case["n"] / WORLD)
+    world = case["world"]
+    n, share = case["n"], math.ceil(case["n"] / world)
     per_rank = _epochs(case, run)
     for e in range(case["epochs"]):
-        lists = [per_rank[r][e] for r in range(WORLD)]
+        lists = [per_rank[r][e] for r in range(world)]
         sizes = [len(x) for x in lists]
         same = set(lists[0]) == set(lists[1])
         expect(not same or n <= 1, f"epoch {e}: the samples rank 0 and rank 1 read",
                "different parts of the data set", f"the same {len(set(lists[0]))} samples on both ranks",
                "without a DistributedSampler every rank trains on the whole data set: DataLoader(dataset, "
                "batch_size=8, sampler=DistributedSampler(dataset, num_replicas=world, rank=rank))")
-        expect(sizes == [share] * WORLD, f"epoch {e}: samples read per rank", f"{share} on each (ceil({n} / {WORLD}))",
-               ", ".join(f"rank {r}: {s}" for r, s in enumerate(sizes)))
+        expect(sizes == [share] * world, f"epoch {e}: samples read per rank", f"{share} on each (ceil({n} / {world}))",
+               ", ".join(f"rank {r}: {s}" for r, s in enumerate(sizes)),
+               "num_replicas=world and rank=rank: the sampler splits the data set into `world` shares" if world != 2
+               and sizes == [math.ceil(n / 2)] * world else "")
         union = set().union(*map(set, lists))
         missing = sorted(set(range(n)) - union)
         expect(not missing, f"epoch {e}: the data set covered by the ranks together", f"all {n} samples",
                f"{len(missing)} never read ({missing[:8]}{' ...' if len(missing) > 8 else ''})")
         overlap = sum(sizes) - len(union)
-        expect(overlap <= WORLD * share - n, f"epoch {e}: samples read by more than one rank",
-               f"at most {WORLD * share - n} (DistributedSampler's padding, for {n} samples on {WORLD} ranks)",
+        expect(overlap <= world * share - n, f"epoch {e}: samples read by more than one rank",
+               f"at most {world * share - n} (DistributedSampler's padding, for {n} samples on {world} ranks)",
                overlap)
     return f"{_describe(case)}: each epoch the ranks read disjoint shares of {share} that cover the {n} samples"
 
@@ -247,7 +299,7 @@ def check_epoch_order(train, seed=0):
     """Each rank reads its samples in a different order every epoch (shuffled, reseeded per epoch)."""
     case, run, *_ = _completed(train, seed)
     per_rank = _epochs(case, run)
-    for r in range(WORLD):
+    for r in range(case["world"]):
         orders = per_rank[r]
         for e in range(1, len(orders)):
             expect(orders[e] != orders[e - 1], f"rank {r}: the order of epoch {e} against epoch {e - 1}",
