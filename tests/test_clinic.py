@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import trainclinic as tc
 from trainclinic import clinic
-from variants import exploding_vanishing, missing_eval, mixed_precision, nan_loss, shape_dtype
+from variants import capstone, exploding_vanishing, missing_eval, mixed_precision, nan_loss, shape_dtype
 
 F = nn.functional
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -330,6 +330,31 @@ def course_deep_net(variant):
     return dict(classification(), model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.05))
 
 
+def lesson12(variant="written_differently"):
+    """Lesson 12's script with the variant's pieces (tests/variants/capstone.py), its correct pieces written
+    differently for the rest: Spectrograms through 2 workers, prepare_batch, to_device, 4 micro-batches, SGD at LR,
+    evaluate on a validation loader; `prepare` gives the clinic's learning-rate probe its (inputs, targets)."""
+    namespace = {"torch": torch, "nn": nn, "F": F, "math": math, "np": np, "tc": tc, "device": torch.device("cpu")}
+    cells = dict(capstone.VARIANTS["written_differently"]["cells"], **capstone.VARIANTS[variant]["cells"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for source in cells.values():
+            exec(source, namespace)
+    piece = namespace.__getitem__
+    val_loader = DataLoader(TensorDataset(*tc.data.Spectrograms(n=128, seed=1).tensors()), batch_size=64)
+    model = tc.models.sensor_net()
+    loader = DataLoader(tc.data.Spectrograms(n=256), batch_size=32, shuffle=True, num_workers=2,
+                        worker_init_fn=piece("worker_init_fn"), generator=torch.Generator().manual_seed(0))
+
+    def step(model, batch, loss_fn, optimizer):
+        batch = piece("to_device")(piece("prepare_batch")(*batch), torch.device("cpu"))
+        return piece("accumulate_step")(model, batch, loss_fn, optimizer, 4)
+    return dict(model=model, loader=loader, loss_fn=F.cross_entropy, step=step,
+                optimizer=torch.optim.SGD(model.parameters(), lr=float(piece("LR"))),
+                validate=lambda model: piece("evaluate")(model, val_loader),
+                prepare=lambda batch: piece("prepare_batch")(*batch))
+
+
 REFERENCES = {
     "01 train_step with to_device, class_weighted_loss": lesson01,
     "02 CNN on float32 images, int64 labels": lesson02_cnn,
@@ -345,6 +370,7 @@ REFERENCES = {
     "09 augmentation from a seeded dataset rng": lesson09,
     "09 two workers, worker_init_fn, seeded generator": lesson09_workers,
     "10 RNN, state carried and detached": lesson10,
+    "12 capstone script, every piece fixed (the course's fixes written differently), 2 workers": lesson12,
     # the course's correct fixes written differently (tests/variants)
     "02 course: regression_loss written differently": lambda: course_loss("written_differently"),
     "04 course: safe_step written differently": lambda: course_safe_step("written_differently"),
@@ -464,6 +490,15 @@ PLANTS = {
     "course 07 mixed_precision: scaler_for_cuda": (lambda: course_amp("scaler_for_cuda"), "scaler", "07"),
     "course 07 mixed_precision: no_scaler": (lambda: course_amp(None, "no_scaler"), "scaler", "07"),
     "course 07 mixed_precision: no_zero_grad": (lambda: course_amp(None, "no_zero_grad"), "zero_grad", "10"),
+    # lesson 12's script with one piece wrong (tests/variants/capstone.py); its other bugs (accumulation unscaled,
+    # workers repeating the dataset's generator, labels left on the CPU) are what the clinic does not see
+    "course 12 capstone: prepare_batch_as_found (float64 labels)": (lambda: lesson12("prepare_batch_as_found"),
+                                                                    "labels", "02"),
+    "course 12 capstone: lr_as_found (8.0)": (lambda: lesson12("lr_as_found"), "lr", "04"),
+    "course 12 capstone: evaluate_no_grad_without_eval": (lambda: lesson12("evaluate_no_grad_without_eval"),
+                                                         "validation_mode", "06"),
+    "course 12 capstone: evaluate_eval_without_no_grad": (lambda: lesson12("evaluate_eval_without_no_grad"),
+                                                         "validation_grad", "06"),
 }
 
 

@@ -668,9 +668,12 @@ def _budget(device, memory_budget):
 
 class _Clinic:
     def __init__(self, model, loader, loss_fn, optimizer, step, validate, steps, device, memory_budget, scaler,
-                 step_timeout, report):
+                 step_timeout, report, prepare=None):
         self.model, self.loader, self.loss_fn, self.optimizer = model, loader, loss_fn, optimizer
-        self.step = step or standard_step
+        self.prepare = prepare or tuple
+        self.step = step or (standard_step if prepare is None else
+                             lambda model, batch, loss_fn, optimizer: standard_step(model, prepare(batch), loss_fn,
+                                                                                    optimizer))
         self.validate, self.steps, self.scaler = validate, steps, scaler
         self.device = torch.device(device) if device is not None else _model_device(model)
         self.memory_budget, self.step_timeout, self.report = memory_budget, step_timeout, report
@@ -883,7 +886,7 @@ class _Clinic:
         buffers = [b.detach().clone() for b in model.buffers()]
         try:
             model.train()
-            inputs, targets = _move(tuple(batch), _model_device(model))
+            inputs, targets = _move(tuple(self.prepare(batch)), _model_device(model))
             with torch.no_grad():
                 return float(self.loss_fn(model(inputs), targets).float().mean())
         except Exception:
@@ -903,7 +906,8 @@ class _Clinic:
         saved.rewind()
         after = self.loss_on(batch, main.model)
         if before is None or after is None:
-            self.report.skipped["learning rate"] = "the loss could not be computed as loss_fn(model(inputs), targets)"
+            self.report.skipped["learning rate"] = ("the loss could not be computed as loss_fn(model(inputs), targets)"
+                                                    " (a batch that needs preparing: pass prepare=)")
             return
         if not math.isfinite(before):
             return
@@ -1016,16 +1020,18 @@ class _Clinic:
 
 
 def examine(model, loader, loss_fn, optimizer, step=None, validate=None, steps=5, device=None, memory_budget=None,
-            scaler=None, step_timeout=60.0):
+            scaler=None, step_timeout=60.0, prepare=None):
     """Run `steps` steps of the loop on copies and return a Report of the course's problems it finds (see module doc).
 
     `step(model, batch, loss_fn, optimizer)` is your step (default: standard_step); `validate(model)` your validation;
-    `memory_budget` bytes to compare the peak with (default: the GPU's memory; none on CPU); `scaler` your GradScaler.
+    `memory_budget` bytes to compare the peak with (default: the GPU's memory; none on CPU); `scaler` your GradScaler;
+    `prepare(batch)` turns a loader's batch into `(inputs, targets)` where the loader's batch is not that already (the
+    learning-rate probe computes `loss_fn(model(inputs), targets)` with it, and so does the default step).
     """
     start = time.perf_counter()
     report = Report()
     clinic = _Clinic(model, loader, loss_fn, optimizer, step, validate, steps, device, memory_budget, scaler,
-                     step_timeout, report)
+                     step_timeout, report, prepare)
     report.device = clinic.device
     guard = _Guard(model, optimizer)
     with warnings.catch_warnings(record=True) as caught:

@@ -20,7 +20,8 @@ from ..device import SimulatedCuda, pick_device
 from ..memory import LiveBytes, fmt
 from . import CheckFailed, call, check, close, devices, expect, flat, python_float, quiet, seeded, stale_grads
 
-__all__ = ["check_accumulated_grads", "check_one_step", "check_peak_memory", "RecordingSGD"]
+__all__ = ["check_accumulated_grads", "check_one_step", "check_peak_memory", "RecordingSGD",
+           "reference_accumulate_step"]
 
 
 class RecordingSGD(torch.optim.SGD):
@@ -534,7 +535,8 @@ def _memory_story(events):
     return "", ""
 
 
-def _reference(model, batch, loss_fn, optimizer, micro_batches):
+def reference_accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
+    """The lesson's accumulate_step: zero_grad once, each micro-batch's loss / micro_batches backward, one step."""
     optimizer.zero_grad()
     total = 0.0
     x, y = batch
@@ -564,8 +566,8 @@ def check_peak_memory(accumulate_step, seed=0):
     m, batch_size, hidden, depth = _peak_case(seed)
     cpu = torch.device("cpu")
     model, batch = seeded(seed, batch_size, inputs=16, hidden=hidden, classes=4, depth=depth, device=cpu)
-    full = _peak(_reference, copy.deepcopy(model), batch, 1)[0]
-    ref, _, _, ref_events = _peak(_reference, copy.deepcopy(model), batch, m)
+    full = _peak(reference_accumulate_step, copy.deepcopy(model), batch, 1)[0]
+    ref, _, _, ref_events = _peak(reference_accumulate_step, copy.deepcopy(model), batch, m)
     budget = ref + (full - ref) // (2 * (m - 1))  # one micro-batch at a time, plus half a piece's activations
     assert full > budget > ref, "the check's own budget is inconsistent"
     learner = copy.deepcopy(model)
