@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import trainclinic as tc
 from trainclinic import clinic
+from trainclinic.checks.nan_loss import reference_safe_step
 from variants import capstone, exploding_vanishing, missing_eval, mixed_precision, nan_loss, shape_dtype
 
 F = nn.functional
@@ -181,19 +182,7 @@ def lesson02_regression():
                 loss_fn=lambda pred, target: F.mse_loss(pred.squeeze(1), target.to(pred.dtype)))
 
 
-def safe_step(model, batch, loss_fn, optimizer):
-    """Lesson 04's reference step: no step on a non-finite loss or gradient."""
-    inputs, targets = batch
-    optimizer.zero_grad()
-    loss = loss_fn(model(inputs), targets)
-    if not torch.isfinite(loss):
-        return None
-    loss.backward()
-    if not all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None):
-        optimizer.zero_grad()
-        return None
-    optimizer.step()
-    return loss.item()
+safe_step = reference_safe_step  # lesson 04's reference step: no step on a non-finite loss or gradient
 
 
 def lesson04():
