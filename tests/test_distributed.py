@@ -95,3 +95,33 @@ def test_spawn_of_a_main_function_fails_fast():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert "Can't get attribute 'cell_worker'" in out.stdout and out.stdout.startswith("1 "), out.stdout + out.stderr
     assert time.monotonic() - start < 60
+
+
+def _reports(rank, world):
+    from trainclinic.distributed import progress
+
+    for step in range(10):
+        progress(step=step, loss=float(rank * 100 + step))
+        time.sleep(0.02)
+    return "done"
+
+
+def test_progress_reaches_watch_while_the_ranks_run():
+    """Each rank's progress() lines reach watch(rank, values) in order, some before the ranks end; an error in watch
+    is raised once they are done (the ranks still finish)."""
+    seen, when = {0: [], 1: []}, []
+    run = launch(_reports, world=2, watch=lambda rank, v: (seen[rank].append(v["loss"]), when.append(time.monotonic())))
+    end = time.monotonic()
+    assert run.ok, run.failure()
+    assert seen == {0: [float(s) for s in range(10)], 1: [float(100 + s) for s in range(10)]}
+    assert min(when) < end - 0.05, "every line came after the ranks had ended"
+
+    def broken(rank, values):
+        raise KeyError("watch is broken")
+
+    try:
+        launch(_reports, world=2, watch=broken)
+    except KeyError as exc:
+        assert "watch is broken" in str(exc)
+    else:
+        raise AssertionError("an error in watch was swallowed")

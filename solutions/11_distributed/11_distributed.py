@@ -449,6 +449,33 @@ who_read_what(launch(job, args=(train_unused_fixed, os.path.join(work, "unused.p
 # The names: `aux.weight`, `aux.bias`. The digests are equal (DDP keeps the copies identical even when they train on
 # the same data), but every sample was read by both ranks: the digests cannot see that; the reads can.
 #
+# - **a live plot from inside the ranks**: a rank calls `tc.distributed.progress(step=..., loss=..., grad_norm=...)`,
+#   and `launch(..., watch=...)` hands each line to the notebook while the ranks train. Here rank 0's loss and gradient
+#   norm (after DDP's all-reduce: the same on every rank), on 512 samples, with the sampler and `set_epoch`:
+
+# %%
+def watched(rank, world, epochs=4):
+    ddp = DDP(TwoHeads(), find_unused_parameters=True)
+    dataset = tc.blobs(n=512, features=8, classes=3, seed=1)
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    step = 0
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in DataLoader(dataset, batch_size=8, sampler=sampler):
+            opt.zero_grad()
+            loss = F.cross_entropy(ddp(x)[0], y)
+            loss.backward()
+            opt.step()
+            tc.distributed.progress(step=step, loss=loss.item(), grad_norm=tc.grad_norm(ddp.module))
+            step += 1
+
+
+with tc.LivePlot("rank 0 while 2 ranks train (DDP, gloo)", every=16) as plot:
+    run = launch(watched, timeout=4, watch=lambda rank, v: plot.update(v["step"], v["loss"], v["grad_norm"])
+                 if rank == 0 else None)
+print(run.report(output=False), f"; rank 0 sent {len(plot.history['step'])} steps")
+#
 # ### Scaling out: `torchrun`, NCCL, several machines
 #
 # This lesson's launcher is for teaching on one machine. In a script, the launcher is `torchrun`:

@@ -9,6 +9,7 @@ never to the notebook's (nbgrader scores a test cell that writes to stderr 0). T
 machine; on GPUs and across machines, the real one is `torchrun` (the lesson says how).
 """
 import contextlib
+import json
 import os
 import pickle
 import signal
@@ -25,7 +26,7 @@ from torch import nn
 
 from .fingerprint import fingerprint
 
-__all__ = ["RankResult", "Launch", "free_port", "launch", "spawn_cell_function", "TwoHeads", "Recorded",
+__all__ = ["RankResult", "Launch", "free_port", "launch", "progress", "spawn_cell_function", "TwoHeads", "Recorded",
            "params_digest"]
 
 
@@ -110,6 +111,38 @@ def _where(exc):
 
 
 _INHERITED = []
+_PROGRESS = None  # in a rank: the file its progress() lines go to
+
+
+def progress(**values):
+    """In a rank of `launch`: send numbers (a step's loss, say) to the parent's `watch` while training goes on."""
+    if _PROGRESS is not None:
+        with open(_PROGRESS, "a") as f:
+            f.write(json.dumps(values) + "\n")
+
+
+class _Progress:
+    """The parent's side: each rank's new progress lines, handed to watch(rank, values) as they come."""
+
+    def __init__(self, base, world, watch):
+        self.base, self.world, self.watch, self.offsets, self.error = base, world, watch, [0] * world, None
+
+    def drain(self):
+        for rank in range(self.world):
+            try:
+                with open(f"{self.base}.progress{rank}", "rb") as f:
+                    f.seek(self.offsets[rank])
+                    chunk = f.read()
+            except OSError:
+                continue
+            whole = chunk[:chunk.rfind(b"\n") + 1]
+            self.offsets[rank] += len(whole)
+            for line in whole.splitlines():
+                if self.error is None:
+                    try:
+                        self.watch(rank, json.loads(line))
+                    except Exception as exc:  # noqa: BLE001 - raised once the ranks are done
+                        self.error = exc
 _GRACE = 1.5  # seconds a rank that wrote its result gets to exit (destroy_process_group) before it is killed
 
 
@@ -147,6 +180,8 @@ def _child(rank, world, port, timeout, fn, args, base, env):
         _reset_inherited_group()
         if env and hasattr(dist, "set_debug_level_from_env"):
             dist.set_debug_level_from_env()  # read once at import, in the parent: read again here
+        global _PROGRESS
+        _PROGRESS = f"{base}.progress{rank}"
         out = {}
         try:
             dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=timeout))
@@ -179,11 +214,12 @@ def _read(path):
         return None
 
 
-def launch(fn, world=2, args=(), timeout=5.0, deadline=None, env=None):
+def launch(fn, world=2, args=(), timeout=5.0, deadline=None, env=None, watch=None):
     """Run fn(rank, world, *args) in `world` forked processes, each in a gloo process group on 127.0.0.1 whose
     collectives give up after `timeout` seconds; wait at most `deadline` seconds (default: timeout + 5), then kill the
     ranks still running. `env`: environment variables set in the ranks only (e.g. TORCH_DISTRIBUTED_DEBUG=INFO).
-    Returns a Launch (never raises for what the ranks do)."""
+    `watch(rank, values)`: called here, while the ranks run, for each `progress(**values)` a rank sends.
+    Returns a Launch (never raises for what the ranks do; an error in `watch` is raised after they end)."""
     # DDP's constructor imports torch._dynamo (hundreds of modules, about 6 s). Imported here, once, every forked
     # rank inherits it, and a 2-rank run takes well under a second instead of seconds per rank.
     import torch._dynamo  # noqa: F401
@@ -210,7 +246,12 @@ def launch(fn, world=2, args=(), timeout=5.0, deadline=None, env=None):
     results = [RankResult(rank) for rank in range(world)]
     running = dict(zip(pids, results))
     written = {}  # pid -> when its result appeared
+    watched = _Progress(base, world, watch) if watch is not None else None
+    polled = 0.0
     while running:
+        if watched is not None and time.monotonic() - polled > 0.05:
+            watched.drain()
+            polled = time.monotonic()
         for pid in list(running):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -232,6 +273,8 @@ def launch(fn, world=2, args=(), timeout=5.0, deadline=None, env=None):
             running = {}
         time.sleep(0.005)
     seconds = time.monotonic() - start
+    if watched is not None:
+        watched.drain()
     for r in results:
         r.output = (_read(f"{base}.log{r.rank}") or b"").decode(errors="replace")
         data = _read(f"{base}.out{r.rank}")
@@ -245,6 +288,8 @@ def launch(fn, world=2, args=(), timeout=5.0, deadline=None, env=None):
             os.remove(os.path.join(folder, name))
     with contextlib.suppress(OSError):
         os.rmdir(folder)
+    if watched is not None and watched.error is not None:
+        raise watched.error
     return Launch(results, seconds, timeout, deadline)
 
 
