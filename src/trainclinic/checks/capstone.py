@@ -1,10 +1,11 @@
 """Checks for lesson 12, the capstone: one check per bug of the script, each calling only the piece it grades.
 
 Where a piece is a lesson's own exercise, its check is that lesson's, called as it is (its hidden seeds sweep other
-sizes, dtypes and devices): `to_device` (01), `prepare_batch` (02), `accumulate_step` (03), `worker_init_fn` (09).
-`evaluate` (06) runs lesson 06's three checks as one (eval mode, no autograd, the mode restored). The learning rate
-is lesson 04's verdict on the capstone's own script (`script_losses`: every other piece the reference's), on other
-seeds and spectrogram sizes in the hidden tests.
+sizes, dtypes and devices): `to_device` (01), `prepare_batch` (02), `worker_init_fn` (09).
+`accumulate_step` (03) runs lesson 03's gradient and one-step checks as one (the gradients at the step, one step,
+the full batch's mean loss returned as a float). `evaluate` (06) runs lesson 06's three checks as one (eval mode, no
+autograd, the mode restored). The learning rate is lesson 04's verdict on the capstone's own script (`script_losses`:
+every other piece the reference's), on other seeds and spectrogram sizes in the hidden tests.
 """
 import math
 import random
@@ -16,7 +17,8 @@ from torch.utils.data import DataLoader
 from .. import data, models
 from . import check, missing_eval, nan_loss
 from .device_mismatch import check_to_device
-from .out_of_memory import check_accumulated_grads, reference_accumulate_step
+from . import out_of_memory
+from .out_of_memory import reference_accumulate_step
 from .reproducibility import check_worker_init_fn
 from .shape_dtype import check_prepare_batch
 
@@ -62,3 +64,11 @@ def check_evaluate(evaluate, seed=0):
     autograd (the grad mode restored), and the model's mode restored."""
     return "; ".join(part.__wrapped__(evaluate, seed=seed) for part in (
         missing_eval.check_evaluate_eval, missing_eval.check_evaluate_no_grad, missing_eval.check_evaluate_restores))
+
+
+@check("accumulated_grads")
+def check_accumulated_grads(accumulate_step, seed=0):
+    """Lesson 03's gradient and one-step checks, as one: the gradients at optimizer.step() equal the full batch's,
+    one step per batch, and the full batch's mean loss returned as a Python float."""
+    return "; ".join(part.__wrapped__(accumulate_step, seed=seed) for part in (
+        out_of_memory.check_accumulated_grads, out_of_memory.check_one_step))
