@@ -175,6 +175,20 @@ def test_release_strips_solutions_and_hidden_tests(lesson):
     assert "raise NotImplementedError()" in body
 
 
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_bench_runs_checks_as_released(lesson):
+    """`make bench` times the learner's run: the solution's check cells exactly as the release has them."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from bench import as_released
+
+    checks = lambda nb: {grade_id(c): text(c) for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")}  # noqa: E731
+    solution = nbformat.read(source_nb(lesson), as_version=4)
+    assert checks(as_released(solution)) == checks(load(release_nb(lesson)))
+    assert any("BEGIN HIDDEN TESTS" in text(c) for c in solution.cells)  # the graded run keeps them
+
+
 def _validate(nb):
     from nbgrader.validator import Validator  # not the CLI: `nbgrader validate` exits 0 even on failure
 
