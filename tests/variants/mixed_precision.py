@@ -206,3 +206,14 @@ BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND9.items():
     VARIANTS[f"blind9_{_name}"] = _spec
+
+BLIND11 = {  # blind round 11: cases that were misgraded, graded right since
+    # Wrong: maps every non-CUDA device (mps, xpu) to a 'cpu' scaler; text: built for THAT device's type. Correct fo
+    'bad_scaler_mps_as_cpu': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    return torch.amp.GradScaler("cuda" if "cuda" in str(device) else "cpu")\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        loss = loss_fn(model(inputs), targets)\n    scaler.scale(loss).backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item()\n'},
+        'lost': {'check_make_scaler': "for an Apple GPU (simulated here: only the scaler is built"}},
+    # Correct: clips the UNSCALED gradients with a hand-written total-norm clip identical to clip_grad_norm_ (only s
+    'ok_manual_clip': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    return torch.amp.GradScaler(torch.device(device).type)\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        loss = loss_fn(model(inputs), targets)\n    scaler.scale(loss).backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        grads = [p.grad for p in model.parameters() if p.grad is not None]\n        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))\n        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)\n        for g in grads:\n            g.mul_(coef)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item()\n'},
+        'lost': {}},
+}
+for _name, _spec in BLIND11.items():
+    VARIANTS[f"blind11_{_name}"] = _spec

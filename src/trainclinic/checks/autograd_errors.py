@@ -71,6 +71,18 @@ def reference_train(model, batches, lr):
     return losses
 
 
+def _elementwise_mean(model, batches):
+    """The MSE over every element of every chunk (hidden state carried): what the mean of the chunks' losses is not
+    when the chunks differ in length."""
+    total, count, h = 0.0, 0, None
+    with torch.no_grad():
+        for x, y in batches:
+            pred, h = model(x, h)
+            total += F.mse_loss(pred, y, reduction="sum").item()
+            count += y.numel()
+    return total / count
+
+
 def reference_validate(model, batches):
     """The mean MSE over the chunks, hidden state carried, under no_grad."""
     total, h = 0.0, None
@@ -246,7 +258,8 @@ def check_sgd_update(sgd_update, seed=0):
         expect(all(a is p for a, p in zip(model.parameters(), params)), "the model's parameters after sgd_update",
                "the same tensor objects", "other objects")
         # plain leaf tensors in a list, the first without .grad, called inside a no_grad block
-        leaves = [torch.randn(3, 4, generator=gen, dtype=c["dtype"]).to(device).requires_grad_() for _ in range(3)]
+        # and a frozen one last (requires_grad=False, a .grad left from before it was frozen): it has a .grad
+        leaves = [torch.randn(3, 4, generator=gen, dtype=c["dtype"]).to(device).requires_grad_(i < 3) for i in range(4)]
         for t in leaves[1:]:
             t.grad = torch.randn(t.shape, generator=gen, dtype=t.dtype).to(device)
         held = list(leaves)
@@ -264,6 +277,7 @@ def _update(sgd_update, params_now, params, skip, c, grad_mode, where, what):
     """Call sgd_update(params_now(), lr) in `grad_mode` and compare each tensor with p - lr * g, g its .grad before the
     call (what sgd_update leaves in .grad is its own business); params[skip] has no .grad and must stay untouched."""
     before = [p.detach().clone() for p in params]
+    requires = [p.requires_grad for p in params]
     grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
     shared = [p.detach() for p in params]  # the same memory as each p: an update in place shows in it
     outer = torch.is_grad_enabled()
@@ -279,7 +293,7 @@ def _update(sgd_update, params_now, params, skip, c, grad_mode, where, what):
                                 "backward() raises" if grad_mode else
                                 "switched on inside the caller's no_grad block, whose later operations build graphs"),
            "use `with torch.no_grad():` around the update: it puts the grad mode back when the block ends")
-    _leaves(params, what)
+    _leaves(params, requires, what)
     lr = c["lr"]
     moved = [i for i, (p, b) in enumerate(zip(params, before)) if not torch.equal(p.detach(), b)]
     with_grad = [i for i, g in enumerate(grads) if g is not None]
@@ -300,7 +314,10 @@ def _update(sgd_update, params_now, params, skip, c, grad_mode, where, what):
                    "; params was model.parameters(), a generator, which can be iterated only once: the first "
                    "tensors it yields are not seen again by a second pass" if prefix else "") + ")",
                f"tensor {skip} has .grad None and every tensor after it was left untouched: skip that tensor "
-               "(`continue`), do not end the loop there (`return`, `break`)" if after_skip else "")
+               "(`continue`), do not end the loop there (`return`, `break`)" if after_skip else
+               f"tensor {i} has requires_grad=False (frozen after a backward) and a .grad: update every tensor whose "
+               ".grad is not None, whatever its requires_grad (as torch.optim.SGD does)"
+               if not requires[i] else "")
     for i in with_grad:
         p, b, g = params[i], before[i], grads[i]
         err = _rel(p.detach() - b, -lr * g)
@@ -315,13 +332,14 @@ def _update(sgd_update, params_now, params, skip, c, grad_mode, where, what):
                "torch.no_grad()")
 
 
-def _leaves(tensors, what):
-    for i, p in enumerate(tensors):
+def _leaves(tensors, requires, what):
+    for i, (p, req) in enumerate(zip(tensors, requires)):
         expect(p.is_leaf and p.grad_fn is None, f"{what} after sgd_update (tensor {i})", "still a leaf (grad_fn None)",
                f"a non-leaf (grad_fn={type(p.grad_fn).__name__})", "update in place under torch.no_grad()")
-        expect(p.requires_grad, f"{what} after sgd_update (tensor {i})", "still requires_grad=True",
-               "requires_grad=False: it will never get a gradient again",
-               "do not switch requires_grad off; use torch.no_grad() around the update instead")
+        expect(p.requires_grad == req, f"{what} after sgd_update (tensor {i})", f"still requires_grad={req}",
+               "requires_grad=False: it will never get a gradient again" if req else "requires_grad=True",
+               "do not switch requires_grad off; use torch.no_grad() around the update instead" if req else
+               "leave requires_grad as it was")
 
 
 @check("train")
@@ -375,7 +393,7 @@ def check_hidden_detached(train, seed=0):
             expect(now["h_in"].shape == prev["h_out"].shape and torch.allclose(now["h_in"], prev["h_out"]),
                    f"the hidden state given to chunk {chunk}", f"the h chunk {chunk - 1} returned",
                    "other values (a fresh one?)", "carry h from chunk to chunk; detach() keeps its values")
-            expect(now["h_grad_fn"] is None and not now["h_requires_grad"], f"the hidden state given to chunk {chunk}",
+            expect(now["h_grad_fn"] is None, f"the hidden state given to chunk {chunk}",
                    "detached (grad_fn None)",
                    f"still attached to chunk {chunk - 1}'s graph (grad_fn={type(now['h_grad_fn']).__name__})", _DETACH)
     return (f"each of 2 calls of train started from h=None; {len(watch.calls) - len(starts)} chunks got the previous "
@@ -463,7 +481,12 @@ def check_validate(validate, seed=0):
     """validate returns the mean loss as a float, builds no autograd graph, holds none, leaves grad mode alone."""
     for device in devices():
         c, model, batches = _setup(seed, device)
+        x, y = batches[-1]
+        cut = max(c["length"] // 2, 1)  # a shorter last chunk: the mean of the chunks' losses is not the elements'
+        batches = batches[:-1] + [(x[:, :cut].clone(), y[:, :cut].clone())]
         want = reference_validate(model, batches)
+        elements = _elementwise_mean(model, batches)
+        requires = [p.requires_grad for p in model.parameters()]
         outputs = []
 
         def hook(module, args, output):
@@ -496,11 +519,23 @@ def check_validate(validate, seed=0):
                    "wrap the loop in `with torch.no_grad():`: validation never calls backward(), so a graph is pure "
                    "waste of time and memory" + (", and adding up loss tensors (not loss.item()) keeps every chunk's "
                                                  "graph alive" if alive else ""))
+        frozen = [i for i, (p, r) in enumerate(zip(model.parameters(), requires)) if p.requires_grad != r]
+        expect(not frozen, "the model's parameters' requires_grad after validate", "as before (True)",
+               f"changed for {len(frozen)} of {len(requires)} parameters: the next training step's loss has no graph",
+               "leave the parameters alone: torch.no_grad() around the loop builds no graph without freezing them")
         value = python_float(result, "validate's return value")
-        expect(abs(value - want) <= 1e-4 * abs(want) + 1e-7, f"validate's value ({_describe(c, device)})",
+        close = lambda a, b: abs(a - b) <= 1e-4 * abs(b) + 1e-7  # noqa: E731
+        expect(close(value, want), f"validate's value ({_describe(c, device)}, the last chunk {cut} steps long)",
                f"{want:.6g} (the mean of the chunks' MSE, hidden state carried)", f"{value:.6g}",
+               "the mean of the chunks' losses (F.mse_loss of each chunk, then their mean over chunks), not the mean "
+               "over every element: the chunks need not be the same length" if close(value, elements) else
                "the mean over chunks of F.mse_loss(pred, y), with h carried from chunk to chunk as in train")
-        # called inside a no_grad block (as in an evaluation helper): the same value, and grad mode left off
+        # new weights (as after a training epoch), then called inside a no_grad block (as in an evaluation helper):
+        # the loss of the model as it is now, and grad mode left off
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(0.8)
+        old, want = want, reference_validate(model, batches)
         try:
             torch.set_grad_enabled(False)
             again = call(validate, model, batches, name="validate", hints=HINTS, restore_grad=False,
@@ -510,8 +545,10 @@ def check_validate(validate, seed=0):
             torch.set_grad_enabled(outer)
         _grad_mode(after, False, " inside a no_grad block")
         again = python_float(again, "validate's return value (called inside torch.no_grad())")
-        expect(abs(again - want) <= 1e-4 * abs(want) + 1e-7, f"validate's value inside torch.no_grad() ({_describe(c, device)})",
-               f"{want:.6g}, as in grad mode", f"{again:.6g}")
+        expect(close(again, want), f"validate's value inside torch.no_grad(), called again after the model's weights "
+               f"changed ({_describe(c, device)})", f"{want:.6g}, the loss of the model as it is now", f"{again:.6g}",
+               "the value of the first call, before the weights changed: compute the loss from the model every call, "
+               "keep nothing from an earlier one" if close(again, old) else "")
     return (f"the mean loss {value:.4g} as a float, no graph built or held, grad mode untouched (on and off) "
             f"({_describe(c, device)})")
 

@@ -164,6 +164,19 @@ def check_make_scaler(make_scaler, seed=0):
             _expect_scaler(cpu_there, torch.device("cpu"), torch.device("cpu"), "on a machine with CUDA (simulated "
                            "here: torch.cuda.is_available() made True), for the CPU")
             seen.append("cuda:0 (simulated): a scaler for 'cuda', and one for 'cpu' when the CPU is passed")
+    if not torch.backends.mps.is_available():
+        # An Apple GPU's device: only the scaler is built (GradScaler('mps') is enabled on every supported torch, with
+        # or without an Apple GPU), so a scaler for a fixed 'cpu' or 'cuda' shows here too.
+        arg = torch.device("mps") if seed % 2 == 0 else "mps"
+        try:
+            with mock.patch.object(torch.backends.mps, "is_available", lambda: True):
+                scaler = call(make_scaler, arg, name="make_scaler", hints=_HINTS, where=f"({arg!r})")
+        except CheckFailed as exc:  # code that touches the Apple GPU itself cannot run here: not a verdict
+            seen.append(f"mps (simulated) skipped, make_scaler could not run without an Apple GPU: {str(exc)[:80]}")
+        else:
+            _expect_scaler(scaler, arg, torch.device("mps"), "for an Apple GPU (simulated here: only the scaler is "
+                           "built, nothing runs on it)")
+            seen.append("mps (simulated): a scaler for 'mps'")
     return "an enabled torch.amp.GradScaler for the device passed, at the default scale: " + ", ".join(seen)
 
 
