@@ -416,7 +416,7 @@ checks.check_worker_init_fn(worker_init_fn, seed=1)
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "check_accumulated_grads", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""accumulate_step's gradients at optimizer.step() equal the full batch's, one step, the mean loss returned (lesson 03)"""
+"""accumulate_step's gradients at optimizer.step() equal the full batch's, one step, the mean loss returned, one micro-batch per forward (lesson 03)"""
 from trainclinic.checks import capstone as checks
 checks.check_accumulated_grads(accumulate_step)
 ### BEGIN HIDDEN TESTS

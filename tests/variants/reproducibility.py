@@ -162,3 +162,11 @@ BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND9.items():
     VARIANTS[f"blind9_{_name}"] = _spec
+
+BLIND11 = {  # blind round 11: cases that were misgraded, graded right since
+    # seed_everything seeds torch with torch.default_generator.manual_seed(seed) (the CPU generator object) instead 
+    'seed_cpu_generator_only': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    torch.default_generator.manual_seed(seed)   # torch\'s generator\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'def build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({word for text in texts for word in text.split()})\n    return {word: i for i, word in enumerate(words)}\n', 'make_loader': 'def make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    generator = torch.Generator()\n    generator.manual_seed(seed)\n    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn,\n                      generator=generator)\n'},
+        'lost': {'check_seed_everything': "the GPU's (CUDA's) generators after seed_everything"}},
+}
+for _name, _spec in BLIND11.items():
+    VARIANTS[f"blind11_{_name}"] = _spec

@@ -2,8 +2,8 @@
 
 Where a piece is a lesson's own exercise, its check is that lesson's, called as it is (its hidden seeds sweep other
 sizes, dtypes and devices): `to_device` (01), `prepare_batch` (02), `worker_init_fn` (09).
-`accumulate_step` (03) runs lesson 03's gradient and one-step checks as one (the gradients at the step, one step,
-the full batch's mean loss returned as a float). `evaluate` (06) runs lesson 06's three checks as one (eval mode, no
+`accumulate_step` (03) runs lesson 03's three checks as one (the gradients at the step, one step, the full batch's
+mean loss returned as a float, each forward given one micro-batch under a peak-memory budget). `evaluate` (06) runs lesson 06's three checks as one (eval mode, no
 autograd, the mode restored). The learning rate is lesson 04's verdict on the capstone's own script (`script_losses`:
 every other piece the reference's), on other seeds and spectrogram sizes in the hidden tests.
 """
@@ -68,7 +68,8 @@ def check_evaluate(evaluate, seed=0):
 
 @check("accumulated_grads")
 def check_accumulated_grads(accumulate_step, seed=0):
-    """Lesson 03's gradient and one-step checks, as one: the gradients at optimizer.step() equal the full batch's,
-    one step per batch, and the full batch's mean loss returned as a Python float."""
+    """Lesson 03's three checks, as one: the gradients at optimizer.step() equal the full batch's, one step per
+    batch, the full batch's mean loss returned as a Python float, and each forward given one micro-batch (the peak
+    memory of a step under a budget that the full batch breaks)."""
     return "; ".join(part.__wrapped__(accumulate_step, seed=seed) for part in (
-        out_of_memory.check_accumulated_grads, out_of_memory.check_one_step))
+        out_of_memory.check_accumulated_grads, out_of_memory.check_one_step, out_of_memory.check_peak_memory))

@@ -577,8 +577,27 @@ def check_prefixes(load_weights, seed=0):
                 f"the model {'kept its own weights: nothing was loaded, in silence' if unchanged else 'changed'}.\n"
                 "Hint: strict=False (or skipping the keys that do not match) turns this mismatch into silence: keep "
                 "strict=True.")
+        # a file that fits but for one key (another head, a missing buffer): strict=True raises all the same
+        state = _residual_mlp(seed + 1, case).state_dict()
+        dropped = list(state)[-1]
+        partial = _prefixed({k: v for k, v in state.items() if k != dropped}, "module.")
+        torch.save(partial, path)
+        model = _residual_mlp(seed, case)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                call(load_weights, model, path, name="load_weights")
+        except CheckFailed:
+            pass  # it refused: right
+        else:
+            raise CheckFailed(
+                f"load_weights on a DDP file that lacks one of the model's keys ({dropped!r}; the other "
+                f"{len(partial)} fit): expected an error, as load_state_dict(strict=True) raises (Missing key(s)); "
+                f"observed none, and the model {'kept its own weights' if _loaded(model, before) else 'changed'}.\n"
+                "Hint: strict=False, or raising only when nothing matched, loads a part of a file that does not fit "
+                "in silence: keep strict=True.")
     return (f"keys with {', '.join(p or 'no prefix' for p in prefixes)} load strictly (a layer's own 'module.' kept); "
-            "a file for another model raises")
+            "a file for another model, or lacking one key, raises")
 
 
 class _Scripted:
@@ -784,9 +803,11 @@ def check_fit(fit, seed=0):
         _seed_globals(seed + 31)
         third = _Run(dict(case, n=2 * case["batch"]), seed + 3, seed + 4, seed + 100)  # two steps an epoch
         ev3 = _Scripted(third, plateau, 0, trained)
-        with _references(fit, trained), _folder() as other:
-            got = call(fit, *third.objects, ev3, PLATEAU, other, name="fit",
-                       where=f"(epochs={PLATEAU}, a new folder, validation losses {plateau})")
+        with _references(fit, trained), _folder() as parent:
+            other = os.path.join(parent, "run")  # a folder that does not exist yet: fit creates it
+            got = call(fit, *third.objects, ev3, PLATEAU, other, name="fit", hints={"does not exist": "create the "
+                       "folder first: pathlib.Path(folder).mkdir(parents=True, exist_ok=True)"},
+                       where=f"(epochs={PLATEAU}, a folder that does not exist yet, validation losses {plateau})")
         expect(ev3.calls == PLATEAU, f"the validations fit runs for epochs={PLATEAU} from an empty folder when the "
                f"validation loss does not improve from epoch 1 to epoch {PLATEAU - 2} (losses {plateau})", PLATEAU,
                ev3.calls, f"it stopped after epoch {ev3.calls - 1}, {ev3.calls - 1} epochs without improvement: every "

@@ -10,6 +10,7 @@ import multiprocessing
 import random
 import re
 import types
+from unittest import mock
 
 import numpy as np
 import torch
@@ -77,8 +78,18 @@ def check_seed_everything(seed_everything, seed=0):
             other = (12345 + s) % 2**32
             random.seed(other), np.random.seed(other), torch.manual_seed(other)  # another state first
             states = _states()
-            call(seed_everything, s, name="seed_everything", where=f"with seed {s}")
+            gpus = []  # the seeds CUDA's generators were given (torch.manual_seed gives every device the seed)
+            real_all, real_one = torch.cuda.manual_seed_all, torch.cuda.manual_seed
+            with mock.patch.object(torch.cuda, "manual_seed_all", lambda v: (gpus.append(int(v)), real_all(v))[1]), \
+                    mock.patch.object(torch.cuda, "manual_seed", lambda v: (gpus.append(int(v)), real_one(v))[1]):
+                call(seed_everything, s, name="seed_everything", where=f"with seed {s}")
             untouched = [a == b for a, b in zip(states, _states())]
+            # (in a fork of a process that used CUDA, torch.manual_seed leaves CUDA alone: nothing to ask then)
+            expect(s in gpus or torch.cuda._is_in_bad_fork(), f"the GPU's (CUDA's) generators after seed_everything({s})",
+                   f"seeded with {s}", "not seeded (CUDA's manual_seed_all was not called)" if not gpus else
+                   f"seeded with {gpus[-1]}", "torch.manual_seed(seed) seeds the CPU's generator and every GPU's; "
+                   "torch.default_generator.manual_seed(seed) (or a Generator of your own) seeds the CPU's only, and on "
+                   "a GPU dropout and torch.rand(..., device='cuda') stay unseeded")
             got = _draws()
             for name, w, g, hint, kept in zip(names, want, got, hints, untouched):
                 same = torch.equal(w, g) if torch.is_tensor(w) else w == g
