@@ -48,6 +48,15 @@ def hangs():
 
 GEN = (i for i in range(3))
 
+import functools
+
+@functools.lru_cache(maxsize=None)
+def words_of(text):
+    return tuple(sorted(set(text.split())))
+
+def vocab(text):
+    return {w: i for i, w in enumerate(words_of(text))}, words_of.cache_info().hits
+
 def uses_generator():
     return next(GEN)
 '''
@@ -92,6 +101,13 @@ def test_a_hang_is_killed_and_the_interpreter_still_works(nb, other):
         processes.run_each([(other, nb["hangs"], ())], timeout=1)
     assert time.monotonic() - start < 8
     assert processes.run_each([(other, nb["job"], (1,))], timeout=60)[0]["box"] == 6
+
+
+def test_a_cached_function_travels_with_a_fresh_cache(nb, other):
+    nb["vocab"]("a b a")  # cached here: the other process starts empty, as a script would
+    here, there = processes.here_and_in(other, nb["vocab"], "a b a", timeout=60)
+    assert here == ({"a": 0, "b": 1}, 1) and there == ({"a": 0, "b": 1}, 0)
+    assert processes.run_each([(other, nb["words_of"], ("c a",))], timeout=60)[0] == ("a", "c")
 
 
 def test_unsendable_global_is_named(nb, other):

@@ -9,6 +9,7 @@ Calls are bounded: past `timeout` the call's whole process group is killed and `
 """
 import atexit
 import dis
+import functools
 import gc
 import importlib
 import io
@@ -115,6 +116,10 @@ def _class_state(cls, state):
     return cls
 
 
+def _lru_cached(fn, maxsize, typed):
+    return functools.lru_cache(maxsize=maxsize, typed=typed)(fn)
+
+
 def _module(name):
     return importlib.import_module(name)
 
@@ -125,6 +130,11 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
         if isinstance(obj, types.ModuleType):
             return _module, (obj.__name__,)
+        wrapped = getattr(obj, "__wrapped__", None)
+        if isinstance(obj, functools._lru_cache_wrapper) and isinstance(wrapped, types.FunctionType) and \
+                _by_value(wrapped):  # a notebook's @lru_cache function: its function, in a fresh cache (as a script)
+            params = obj.cache_parameters()
+            return _lru_cached, (wrapped, params["maxsize"], params["typed"])
         if isinstance(obj, types.FunctionType) and _by_value(obj):
             g = obj.__globals__
             used = {n: g[n] for n in sorted(_global_names(obj.__code__)) if n in g and n != "__builtins__"}

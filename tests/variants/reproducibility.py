@@ -158,7 +158,7 @@ BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
         'lost': {'check_pipeline': "whose generator is seeded with 1: seed it with `seed` itself"}},
     # 3a: seeds 'at every call' ('a second call with the same seed starts every stream over again'): with @lru_cache
     'se_lru_cache_memoized': {'cells': {'seed_everything': 'import functools\n\n\n@functools.lru_cache(maxsize=None)\ndef seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'def build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({w for t in texts for w in t.split()})\n    return {w: i for i, w in enumerate(words)}\n', 'make_loader': 'def make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn,\n                      generator=torch.Generator().manual_seed(seed))\n'},
-        'lost': {'check_pipeline': 'a functools._lru_cache_wrapper, which cannot be sent', 'check_seed_everything': 'at every call'}},
+        'lost': {'check_seed_everything': 'at every call'}},  # shipped to the pipeline's interpreters in a fresh cache, as a script
 }
 for _name, _spec in BLIND9.items():
     VARIANTS[f"blind9_{_name}"] = _spec

@@ -154,6 +154,9 @@ class _Watch:
         return False
 
     def _pre(self, module, args, kwargs):
+        self._on = torch.is_grad_enabled()  # a forward under no_grad (a log line, a look) is no training step's
+        if not self._on:
+            return None
         h = args[1] if len(args) > 1 else kwargs.get("h", kwargs.get("hx"))
         self.calls.append({
             "weights": [p.detach().clone() for p in self.params],
@@ -165,6 +168,8 @@ class _Watch:
         return None
 
     def _post(self, module, args, output):
+        if not self._on:
+            return
         pred, h = output
         self.calls[-1]["h_out"] = h.detach().clone()
         self.calls[-1]["pred"] = pred.detach().clone()
@@ -218,11 +223,12 @@ def _run_train(train, seed, device, again=False, stale=False):
     first = batches[:3] if again else []
     starts = [0]
     with _Watch(model) as watch, _reference_update(train):
+        watch.chunks = [x for x, _ in first] + [x for x, _ in batches]  # the order each call must see them in
         if first:
-            call(train, model, first, c["lr"], name="train", hints=HINTS,
+            call(train, model, list(first), c["lr"], name="train", hints=HINTS,
                  where=f"in a first call, on {len(first)} of the {_describe(c, device)}")
             starts.append(len(watch.calls))
-        losses = call(train, model, batches, c["lr"], name="train", hints=HINTS,
+        losses = call(train, model, list(batches), c["lr"], name="train", hints=HINTS,  # lists of its own: train
                       where=f"{'in a second call, on the same model, ' if first else ''}on {_describe(c, device)}")
     if first:
         expect(starts[1] == len(first), f"forward passes of the model in a first call of train on {len(first)} chunks "
@@ -235,6 +241,15 @@ def _forwards(c, watch, device, starts=(0,)):
     n = len(watch.calls) - starts[-1]
     expect(n == c["n_batches"], f"forward passes of the model in train ({_describe(c, device)})",
            f"one per chunk, {c['n_batches']}", n, "call model(x, h) once per chunk, in order")
+    chunks = watch.chunks[-n:]
+    for k, (call_, x) in enumerate(zip(watch.calls[starts[-1]:], chunks)):
+        seen = call_["x"]
+        same = torch.is_tensor(seen) and seen.shape == x.shape and torch.equal(seen.detach().to(x.device, x.dtype), x)
+        expect(same, f"the chunk train gives the model at step {k} ({_describe(c, device)})", f"chunk {k}",
+               next((f"chunk {j}" for j, other in enumerate(chunks) if torch.is_tensor(seen) and seen.shape ==
+                     other.shape and torch.equal(seen.detach().to(other.device, other.dtype), other)), "other data"),
+               "one step per chunk, in the order of `batches`: the hidden state carries from each chunk to the next "
+               "one in time (no shuffling)")
 
 
 # ---- the checks ----------------------------------------------------------------------------------------------------

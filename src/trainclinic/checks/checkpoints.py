@@ -396,8 +396,12 @@ def check_resume(save_checkpoint, resume, seed=0):
                 mine.scheduler.step()
                 call(save_checkpoint, path, *mine.objects, epoch, case["best"](min(seen)), name="save_checkpoint",
                      hints=_HINTS)
+            # and once with an epoch the scheduler does not count (a schedule stepped otherwise): the epoch given
+            call(save_checkpoint, other, *mine.objects, stop + 3, case["best"](min(seen)), name="save_checkpoint",
+                 hints=_HINTS)
             return os.path.isfile(path)
 
+        other = os.path.join(folder, "other.pt")
         written = in_child(first_part, "the process that trains and calls save_checkpoint")
         expect(written, "the file save_checkpoint(path, ...) writes", "a file at path", "none")
 
@@ -410,6 +414,10 @@ def check_resume(save_checkpoint, resume, seed=0):
             if isinstance(report["got"], str) or report["differences"]:
                 return report
             start = report["got"][0]
+            if os.path.isfile(other):
+                got = call(resume, other, *_Run(case, seed + 5, seed + 6, seed + 100).objects, name="resume",
+                           hints=_RESUME_HINTS, where=f"(a checkpoint saved with epoch={stop + 3})")
+                report["other"] = got[0] if isinstance(got, (tuple, list)) and len(got) == 2 else None
             report["mapped"] = _mapped(path)
             if report["mapped"]:  # said to the parent even if the process dies below
                 open(marker, "w").close()
@@ -420,6 +428,15 @@ def check_resume(save_checkpoint, resume, seed=0):
                     # as fit does with last.pt: the next checkpoint overwrites the file resume loaded
                     reference_save_checkpoint(path, *fresh.objects, epoch, float(best_given))
             report["final"] = [p.detach().clone() for p in fresh.model.parameters()]
+            if start < epochs:  # rewritten since (by save_checkpoint): a second resume in this process reads it
+                last = _state(fresh)
+                call(save_checkpoint, path, *fresh.objects, epochs - 1, case["best"](best), name="save_checkpoint",
+                     hints=_HINTS)
+                again = _Run(case, seed + 3, seed + 4, seed + 100)
+                got = call(resume, path, *again.objects, name="resume", hints=_RESUME_HINTS,
+                           where="(a second time in this process, the file rewritten since)")
+                report["again"] = (got[0] if isinstance(got, (tuple, list)) and len(got) == 2 else None,
+                                   _differences(again, last))
             return report
 
         marker = path + ".mapped"
@@ -444,6 +461,11 @@ def check_resume(save_checkpoint, resume, seed=0):
     expect(isinstance(start, int) and not isinstance(start, bool) and start == stop + 1,
            f"the next epoch resume returns for a checkpoint saved after epoch {stop}", stop + 1, repr(start),
            f"return the saved epoch + 1: epoch {stop} was done, {stop + 1} comes next" if start == stop else "")
+    if "other" in report:
+        expect(report["other"] == stop + 4, f"the next epoch resume returns for a checkpoint saved with epoch={stop + 3} "
+               f"(its scheduler stepped {stop + 1} times)", stop + 4, repr(report["other"]),
+               "return the epoch saved + 1 (save_checkpoint's `epoch`), not one counted from the scheduler or the "
+               "optimizer: a schedule may step per batch, or not every epoch")
     diffs = report["differences"]
     if diffs:
         parts = "; ".join(text for _, text in diffs)
@@ -464,6 +486,14 @@ def check_resume(save_checkpoint, resume, seed=0):
            "and rewriting it changed tensors resume had restored: load without mmap=True" if report.get("mapped") else
            "everything restored matches the save, yet the run went elsewhere: does save_checkpoint or resume draw "
            "random numbers or change the objects?")
+    if "again" in report:
+        start2, diffs2 = report["again"]
+        expect(start2 == epochs and not diffs2, f"a second resume in the same process, of the checkpoint rewritten "
+               f"after epoch {epochs - 1} since the first", f"next epoch {epochs} and the state of that rewrite",
+               f"next epoch {start2!r}" + (f"; these differ from it: {'; '.join(t for _, t in diffs2)}" if diffs2
+                                            else ""),
+               "read the file at every call: a result kept from an earlier call (a cache keyed by the path) is the "
+               "old checkpoint's")
     where = "another process" if hasattr(os, "fork") else "this process (no os.fork on this system)"
     return (f"saved after epoch {stop} of {epochs}, resumed in {where}: bit-identical to the uninterrupted run "
             f"({case['optimizer']}, {case['scheduler']} schedule, dropout, NumPy noise, shuffled batches)")

@@ -425,6 +425,13 @@ def check_amp_trains(amp_step, seed=0, steps=20):
             f"and falling ({'; '.join(seen)})")
 
 
+def _number(value, what):
+    """The loss amp_step returned, as a number: a 0-d tensor too (a Python float is check_amp_trains's to ask)."""
+    if torch.is_tensor(value) and value.numel() == 1:
+        return float(value.detach())
+    return python_float(value, what)
+
+
 @check("overflow_skipped")
 def check_overflow_skipped(amp_step, seed=0):
     """On a batch whose float16 forward pass overflows, amp_step skips the step (weights untouched) and the scale halves;
@@ -481,9 +488,9 @@ def check_overflow_skipped(amp_step, seed=0):
             want = float(_cross_entropy(model(x), y))
         what = "a normal batch with a loss scale of 2**40 (its loss finite, its scaled float16 gradients overflow)"
         got, _ = _run(amp_step, model, (x, y), _cross_entropy, opt, huge, what, dtype=torch.float16)
-        got = python_float(got, f"amp_step's return value on {what}")
-        control = python_float(_run(amp_step, model, (x, y), _cross_entropy, opt, _scaler(device), "the same batch "
-                                    "with the default scale", dtype=torch.float16)[0], "amp_step's return value")
+        got = _number(got, f"amp_step's return value on {what}")
+        control = _number(_run(amp_step, model, (x, y), _cross_entropy, opt, _scaler(device), "the same batch "
+                               "with the default scale", dtype=torch.float16)[0], "amp_step's return value")
         right = abs(control - want) <= 1e-3 * max(1.0, abs(want))  # a wrong loss on every step is check_amp_trains's
         expect(not right or abs(got - want) <= 1e-3 * max(1.0, abs(want)), f"the loss amp_step returned on {what}",
                f"{want:.5g}, the batch's loss (unscaled, whether the step was skipped or not)", f"{got:.5g}",

@@ -6,6 +6,7 @@ the pipeline, fingerprints (hashes of the bytes) of each stage of a training run
 whose PYTHONHASHSEEDs salt str hashes differently (`trainclinic.processes`: the learner's functions travel as
 compiled code, never as source text). Every process is bounded by a timeout that ends in a CheckFailed.
 """
+import functools
 import multiprocessing
 import random
 import re
@@ -84,12 +85,6 @@ def check_seed_everything(seed_everything, seed=0):
                     mock.patch.object(torch.cuda, "manual_seed", lambda v: (gpus.append(int(v)), real_one(v))[1]):
                 call(seed_everything, s, name="seed_everything", where=f"with seed {s}")
             untouched = [a == b for a, b in zip(states, _states())]
-            # (in a fork of a process that used CUDA, torch.manual_seed leaves CUDA alone: nothing to ask then)
-            expect(s in gpus or torch.cuda._is_in_bad_fork(), f"the GPU's (CUDA's) generators after seed_everything({s})",
-                   f"seeded with {s}", "not seeded (CUDA's manual_seed_all was not called)" if not gpus else
-                   f"seeded with {gpus[-1]}", "torch.manual_seed(seed) seeds the CPU's generator and every GPU's; "
-                   "torch.default_generator.manual_seed(seed) (or a Generator of your own) seeds the CPU's only, and on "
-                   "a GPU dropout and torch.rand(..., device='cuda') stay unseeded")
             got = _draws()
             for name, w, g, hint, kept in zip(names, want, got, hints, untouched):
                 same = torch.equal(w, g) if torch.is_tensor(w) else w == g
@@ -98,6 +93,12 @@ def check_seed_everything(seed_everything, seed=0):
                                         else ""),
                        f"seed it at every call, whatever happened before (a call that returns early, or a cached "
                        f"result, seeds nothing): {hint}" if kept else f"seed it with the seed you are given: {hint}")
+            # (in a fork of a process that used CUDA, torch.manual_seed leaves CUDA alone: nothing to ask then)
+            expect(s in gpus or torch.cuda._is_in_bad_fork(), f"the GPU's (CUDA's) generators after seed_everything({s})",
+                   f"seeded with {s}", "not seeded (CUDA's manual_seed_all was not called)" if not gpus else
+                   f"seeded with {gpus[-1]}", "torch.manual_seed(seed) seeds the CPU's generator and every GPU's; "
+                   "torch.default_generator.manual_seed(seed) (or a Generator of your own) seeds the CPU's only, and on "
+                   "a GPU dropout and torch.rand(..., device='cuda') stay unseeded")
             # the same seed again, after draws: every generator starts its stream over (torch.initial_seed() still
             # returns s, and a seed remembered from the first call is the same, but the streams have moved on)
             _draws()
@@ -377,8 +378,9 @@ def _unsendable(fn):
         return ""  # the run names it (a global the function uses)
     except Exception as exc:  # noqa: BLE001 - pickle's own error is the reason
         return f"{type(exc).__name__}: {re.sub(r' at 0x[0-9a-f]+', '', str(exc))[:200]}"
-    if (not isinstance(fn, (types.FunctionType, type)) and hasattr(fn, "__qualname__")
-            and getattr(fn, "__module__", None) in ("__main__", "__mp_main__")):
+    lru = isinstance(fn, functools._lru_cache_wrapper) and isinstance(fn.__wrapped__, types.FunctionType)
+    if (not isinstance(fn, (types.FunctionType, type)) and not lru and hasattr(fn, "__qualname__")
+            and getattr(fn, "__module__", None) in ("__main__", "__mp_main__")):  # (@lru_cache goes, in a new cache)
         return f"pickle sends it by name, __main__.{fn.__qualname__}, which a fresh interpreter does not define"
     return ""
 
