@@ -505,8 +505,8 @@ print(run.report(output=False), f"; rank 0 sent {len(plot.history['step'])} step
 #    `F.cross_entropy(logits, y)`, the **main logits only** (the aux head is not trained here): so tell DDP that some
 #    parameters get no gradient (`find_unused_parameters=True`), or freeze the aux head before wrapping;
 # 2. read the data through a `DataLoader(dataset, batch_size=8, sampler=...)` (no worker processes: the default
-#    `num_workers=0`, so the checks can watch the reads; reads under `torch.no_grad()`, an evaluation, are not
-#    counted) with a
+#    `num_workers=0`, so the checks can watch the reads; an evaluation's reads, under `torch.no_grad()` or in a pass
+#    that changes no weight, are not counted) with a
 #    `DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)`, and call `sampler.set_epoch(epoch)`
 #    at the start of every epoch: each epoch, each rank reads `ceil(len(dataset) / world)` samples, the ranks together
 #    cover the data set (overlapping only by the sampler's padding), and every epoch is in a new order;

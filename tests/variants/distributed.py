@@ -184,3 +184,14 @@ BLIND11 = {  # blind round 11: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND11.items():
     VARIANTS[f"blind11_{_name}"] = _spec
+
+BLIND12 = {  # blind round 12: cases that were misgraded, graded right since
+    # Hard-codes 3 epochs (the demo cell's value) instead of `epochs`: right on the visible run, wrong for other epo
+    'hardcoded_three_epochs': {'cells': {'train': 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(3):                   # the lesson trains for 3 epochs\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        'lost': {'check_train_completes': "rank 0's epochs (passes over a DataLoader that read samples and traine"}},
+    # UNSURE. Training is right, but each epoch it re-reads its shard for an accuracy pass WITHOUT torch.no_grad(): 
+    'train_accuracy_pass_without_no_grad': {'cells': {'train': 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n        correct = 0                           # this rank\'s training accuracy, through the plain model (no collective)\n        for x, y in loader:\n            correct += (ddp.module(x)[0].argmax(1) == y).sum().item()\n        print(f"rank {rank} epoch {epoch}: train accuracy {correct / len(sampler):.3f}")\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        'lost': {}},
+}
+for _name, _spec in BLIND12.items():
+    VARIANTS[f"blind12_{_name}"] = _spec

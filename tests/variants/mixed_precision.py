@@ -217,3 +217,11 @@ BLIND11 = {  # blind round 11: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND11.items():
     VARIANTS[f"blind11_{_name}"] = _spec
+
+BLIND12 = {  # blind round 12: cases that were misgraded, graded right since
+    # Wrong: returns a 0-d tensor (float32, detached) instead of a Python float (text: 'return the loss (unscaled) a
+    'bad_return_tensor': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    return torch.amp.GradScaler(torch.device(device).type)\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        loss = loss_fn(model(inputs), targets)\n    scaler.scale(loss).backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.detach()     # no sync: cheaper than .item()\n'},
+        'lost': {'check_amp_trains': "amp_step's return value: expected a Python float, observed a"}},
+}
+for _name, _spec in BLIND12.items():
+    VARIANTS[f"blind12_{_name}"] = _spec

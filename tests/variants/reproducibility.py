@@ -170,3 +170,11 @@ BLIND11 = {  # blind round 11: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND11.items():
     VARIANTS[f"blind11_{_name}"] = _spec
+
+BLIND12 = {  # blind round 12: cases that were misgraded, graded right since
+    # Correct: build_vocab memoises the sorted word tuple per tuple(texts) in an lru_cache'd helper, and returns a f
+    'ok_vocab_lru_cache_helper': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'import functools\n\n@functools.lru_cache(maxsize=None)\ndef _sorted_words(texts):\n    return tuple(sorted({w for t in texts for w in t.split()}))\n\ndef build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    return {w: i for i, w in enumerate(_sorted_words(tuple(texts)))}   # a new dict at every call\n', 'make_loader': 'def make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    g = torch.Generator()\n    g.manual_seed(seed)\n    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn, generator=g)\n'},
+        'lost': {}},
+}
+for _name, _spec in BLIND12.items():
+    VARIANTS[f"blind12_{_name}"] = _spec

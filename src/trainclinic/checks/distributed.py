@@ -78,14 +78,22 @@ def _rank_job(rank, world, train, case, ckpt_path):
     model = TwoHeads(seed=case["model_seed"])
     before = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}
     dataset = _TrainingReads(data.blobs(n=case["n"], features=8, classes=3, seed=case["data_seed"]))
+    loader_iter = torch.utils.data.DataLoader.__iter__
+
+    def marked(loader):  # each pass over a DataLoader may start an epoch: where in the reads, and the weights then
+        dataset.marks.append((len(dataset.seen), params_digest(model), steps[0]))
+        return loader_iter(loader)
+
+    torch.utils.data.DataLoader.__iter__ = marked  # this rank's own process, as torch.save above
     train(rank, world, model, dataset, case["epochs"], ckpt_path)
     after = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}
+    dataset.marks.append((len(dataset.seen), params_digest(model), steps[0]))  # the end of the last pass
     finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
     exists = os.path.exists(ckpt_path)
     # as lists: pickling a tensor in a fresh fork first imports torch's serialization machinery (3 s)
     state = {k: v.detach().tolist() for k, v in model.state_dict().items()} if rank == 0 else None
     return {"exists": exists, "before": before, "after": after, "finite": finite, "seen": dataset.seen, "saves": saves,
-            "state": state, "steps": steps[0], "evaluated": dataset.evaluated}
+            "state": state, "steps": steps[0], "evaluated": dataset.evaluated, "marks": dataset.marks}
 
 
 class _TrainingReads(Recorded):
@@ -94,7 +102,7 @@ class _TrainingReads(Recorded):
 
     def __init__(self, dataset):
         super().__init__(dataset)
-        self.evaluated = []
+        self.evaluated, self.marks = [], []
 
     def __getitem__(self, i):
         if torch.is_grad_enabled():
@@ -197,11 +205,18 @@ def check_train_completes(train, seed=0):
     case, run, *_ = _completed(train, seed)
     least = case["n"] // case["world"]  # how many samples each epoch reads (the sampler's share is checked apart)
     for r, out in enumerate(run.values):
+        share = math.ceil(case["n"] / case["world"])
         expect(len(out["seen"]) >= case["epochs"] * least, f"rank {r}'s samples read in {case['epochs']} epochs",
                f"at least {case['epochs'] * least} ({least} per epoch: {case['n']} samples over {case['world']} "
                "ranks)", len(out["seen"]),
+               f"each rank's share is {share} samples, fewer than a batch of {BATCH_SIZE}: a DataLoader with "
+               "drop_last=True drops all of it" if not out["seen"] and share < BATCH_SIZE else
                "train for `epochs` epochs over the DataLoader (with its default num_workers=0: the checks watch the "
                "reads in each rank's own process)")
+        parts = _segments(out)
+        expect(parts is None or len(parts) == case["epochs"], f"rank {r}'s epochs (passes over a DataLoader that "
+               f"read samples and trained, {case['n']} samples on {case['world']} ranks)", case["epochs"],
+               len(parts or ()), "train for `epochs` epochs, the argument: for epoch in range(epochs)")
         expect(out["steps"] or out["after"]["body"] != out["before"]["body"], f"rank {r}'s training steps",
                "optimizer steps, or parameters changed by the training", "no optimizer.step() and the parameters "
                "unchanged", "step an optimizer over the DDP model's parameters")
@@ -234,7 +249,7 @@ def check_same_parameters(train, seed=0):
                "identical on every rank (DDP averages the gradients, so every rank takes the same step)",
                ", ".join(f"rank {r}: {d[part]}" for r, d in enumerate(digests)),
                "wrap the model in DistributedDataParallel and step an optimizer over its parameters on every rank")
-    want = _replay(case, [out["seen"] for out in outs])
+    want = _replay(case, outs)
     if want is not None:  # reads that do not split into the sampler's batches: check_sharding says why
         got = {k: torch.tensor(v, dtype=torch.float64) for k, v in outs[0]["state"].items()}
         gap = max((got[k] - v.double()).abs().max().item() for k, v in want.items())
@@ -249,24 +264,32 @@ def check_same_parameters(train, seed=0):
         " as SGD(lr=0.1) with averaged gradients does" if want is not None else "")
 
 
-def _replay(case, seen):
+def _replay(case, outs):
     """The state_dict the text's training gives (SGD, lr 0.1, cross-entropy of the main logits, DDP's gradients
-    averaged over the ranks) on the batches each rank read; None when the reads do not split into the sampler's."""
+    averaged over the ranks) on the batches each rank read, epoch by epoch (a pass over its DataLoader); None when
+    the ranks' epochs do not pair up (their counts or lengths differ: check_sharding says why)."""
     from torch.nn import functional as F
 
-    world, epochs = case["world"], case["epochs"]
-    share = math.ceil(case["n"] / world)
-    if any(len(s) != epochs * share for s in seen):
+    world = case["world"]
+    parts = []
+    for out in outs:
+        mine = _segments(out)
+        if mine is None:  # read through no DataLoader: `epochs` equal parts
+            seen, epochs = out["seen"], case["epochs"]
+            mine = [seen[e * len(seen) // epochs:(e + 1) * len(seen) // epochs] for e in range(epochs)]
+        parts.append(mine)
+    if len({len(p) for p in parts}) != 1 or not parts[0] or any(len({len(p[e]) for p in parts}) != 1
+                                                                  for e in range(len(parts[0]))):
         return None
     dataset = data.blobs(n=case["n"], features=8, classes=3, seed=case["data_seed"])
     model = TwoHeads(seed=case["model_seed"])
     params = [p for name, p in model.named_parameters() if not name.startswith("aux.")]
     with torch.enable_grad():
-        for e in range(epochs):
-            for start in range(0, share, BATCH_SIZE):
+        for e in range(len(parts[0])):
+            for start in range(0, len(parts[0][e]), BATCH_SIZE):
                 total = None
                 for r in range(world):
-                    items = [dataset[i] for i in seen[r][e * share + start:e * share + min(start + BATCH_SIZE, share)]]
+                    items = [dataset[i] for i in parts[r][e][start:start + BATCH_SIZE]]
                     x, y = torch.stack([x for x, _ in items]), torch.stack([torch.as_tensor(y) for _, y in items])
                     grads = torch.autograd.grad(F.cross_entropy(model(x)[0], y), params)
                     total = grads if total is None else [a + b for a, b in zip(total, grads)]
@@ -276,13 +299,36 @@ def _replay(case, seen):
     return {k: v.detach() for k, v in model.state_dict().items()}
 
 
+def _segments(out):
+    """A rank's epochs: its reads cut at each pass over a DataLoader, keeping the passes that read samples and changed
+    the weights or stepped an optimizer (an evaluation pass, even in grad mode, trains nothing); None when it read
+    through no DataLoader."""
+    seen, marks = out["seen"], out["marks"]
+    if len(marks) < 2:
+        return None
+    parts = []
+    if marks[0][0]:  # reads before the first pass: not through a DataLoader
+        parts.append(seen[:marks[0][0]])
+    for (start, before, stepped), (end, after, steps) in zip(marks, marks[1:]):
+        if end > start and (after != before or steps > stepped):  # (optimizer steps: on a copy of the model, too)
+            parts.append(seen[start:end])
+    return parts
+
+
 def _epochs(case, run):
-    """Each rank's indices cut into epochs: {rank: [epoch lists]}; CheckFailed when the counts do not split."""
+    """Each rank's indices cut into epochs, one per pass over its DataLoader: {rank: [epoch lists]}; read through no
+    DataLoader, cut in `epochs` equal parts (CheckFailed when the counts do not split)."""
     per_rank = {}
     for r, out in enumerate(run.values):
         seen, epochs = out["seen"], case["epochs"]
         expect(bool(seen), f"rank {r}'s samples read (in the rank's own process)", "the data set's samples", "none",
                "the checks watch the reads in each rank's process: keep the DataLoader's default num_workers=0")
+        parts = _segments(out)
+        if parts is not None:
+            expect(bool(parts), f"rank {r}'s epochs (passes over a DataLoader that read samples and trained)",
+                   f"{epochs}", "none", "train over the DataLoader in each epoch (its reads in grad mode)")
+            per_rank[r] = parts
+            continue
         expect(len(seen) % epochs == 0, f"rank {r}'s samples read over {epochs} epochs",
                f"the same number each epoch ({math.ceil(case['n'] / case['world'])}: ceil({case['n']} / "
                f"{case['world']}))",
@@ -299,7 +345,7 @@ def check_sharding(train, seed=0):
     world = case["world"]
     n, share = case["n"], math.ceil(case["n"] / world)
     per_rank = _epochs(case, run)
-    for e in range(case["epochs"]):
+    for e in range(min(map(len, per_rank.values()))):  # the epochs every rank ran (their count: completes)
         lists = [per_rank[r][e] for r in range(world)]
         sizes = [len(x) for x in lists]
         same = set(lists[0]) == set(lists[1])
@@ -371,7 +417,7 @@ def check_checkpoint(train, seed=0):
     if loaded_digest != final and final["body"] == run.values[0]["before"]["body"]:
         # the model passed in was not trained (a copy was, a same_parameters matter): the checkpoint is compared with
         # what training on the batches rank 0 read gives
-        want = _replay(case, [out["seen"] for out in run.values])
+        want = _replay(case, run.values)
         if want is not None and max((v.double() - want[k].double()).abs().max().item()
                                     for k, v in model.state_dict().items()) <= 2e-6:
             final = loaded_digest
