@@ -53,7 +53,7 @@ import math
 import numpy as np
 from torch import nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Subset, TensorDataset
 
 torch.set_num_threads(1)  # tiny models: one CPU thread is the fastest
 train_set = tc.data.Spectrograms(n=256, seed=0)
@@ -100,6 +100,12 @@ def evaluate_as_found(model, loader):
 def make_loader(dataset, seed, worker_init_fn=None):
     return DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn,
                       generator=torch.Generator().manual_seed(seed))
+
+
+def first_batch(loader):
+    """The loader's first batch, read to the end: a worker iterator dropped half-read is shut down while its workers
+    still send batches, and a worker can print a BrokenPipeError then."""
+    return list(loader)[0]
 
 
 def run_script(to_device, prepare_batch, accumulate_step, evaluate, lr, worker_init_fn=None, epochs=2, plot=None):
@@ -164,7 +170,7 @@ print(f"loss: first step {found['loss'][0]:.3f}, last step {found['loss'][-1]:.3
 # %%
 tc.seed_everything(0)
 model = tc.models.sensor_net().to(device)
-batch = to_device_both(prepare_labels_fixed(*next(iter(make_loader(train_set, seed=0)))), device)
+batch = to_device_both(prepare_labels_fixed(*first_batch(make_loader(train_set, seed=0))), device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.0)            # lr 0: look at the gradients, move nothing
 state = torch.random.get_rng_state()
 accumulate_step_as_found(model, batch, F.cross_entropy, optimizer, MICRO_BATCHES)
@@ -185,9 +191,9 @@ moved = (model[1].running_mean - mean_before).abs().max().item()
 print(f"validation: accuracy on three calls on the same model {accuracies}; BatchNorm's running mean moved by "
       f"{moved:.3f} during one validation; the model is still in training mode: {model.training}")
 
-loader = DataLoader(train_set, batch_size=32, shuffle=False, num_workers=2)   # worker 0: batches 0, 2...; 1: 1, 3...
+loader = DataLoader(Subset(train_set, range(64)), batch_size=32, num_workers=2)  # worker 0: batch 0; worker 1: 1
 noise = [[images - torch.from_numpy(train_set.images[32 * i: 32 * (i + 1)]) for i, (images, _) in
-          zip(range(2), loader)] for epoch in range(2)]
+          enumerate(loader)] for epoch in range(2)]
 print(f"augmentation: batch 0 (worker 0) vs batch 1 (worker 1), largest difference of their noise: "
       f"{(noise[0][0] - noise[0][1]).abs().max().item():.1e} (float64 rounding: the same draws); "
       f"epoch 0 vs epoch 1, batch 0: {(noise[0][0] - noise[1][0]).abs().max().item():.1e}")
@@ -204,7 +210,7 @@ print(f"augmentation: batch 0 (worker 0) vs batch 1 (worker 1), largest differen
 #   of lesson 01 on a CPU-only machine):
 
 # %% tags=["raises-exception"]
-images, labels = next(iter(make_loader(train_set, seed=0)))
+images, labels = first_batch(make_loader(train_set, seed=0))
 with tc.accelerator(device) as gpu:
     model = gpu.model(tc.models.sensor_net())
     inputs, labels = to_device_as_found(prepare_labels_fixed(images, labels), gpu.device)
