@@ -590,44 +590,35 @@ def check_prefixes(load_weights, seed=0):
                        if nothing else "every key of the file must load: strip only the wrapper's prefix at the start "
                        "of each key (this model's own keys include '2.module.weight'), and keep strict=True")
         other = _prefixed(_residual_mlp(seed + 1, case).state_dict(), "model.")  # a wrapper the exercise does not name
-        path = os.path.join(folder, "other.pt")
-        torch.save(other, path)
-        model = _residual_mlp(seed, case)
-        before = {k: v.clone() for k, v in model.state_dict().items()}
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                call(load_weights, model, path, name="load_weights")
-        except CheckFailed:
-            pass  # it refused: right
-        else:
-            unchanged = _loaded(model, before)
-            raise CheckFailed(
-                f"load_weights on a file whose keys do not fit the model (they start with 'model.', e.g. "
-                f"{next(iter(other))!r}): expected an error, as load_state_dict(strict=True) raises; observed none, and "
-                f"the model {'kept its own weights: nothing was loaded, in silence' if unchanged else 'changed'}.\n"
-                "Hint: strict=False (or skipping the keys that do not match) turns this mismatch into silence: keep "
-                "strict=True.")
+        _refused(load_weights, other, _residual_mlp(seed, case), folder,
+                 f"a file whose keys do not fit the model (they start with 'model.', e.g. {next(iter(other))!r})",
+                 "strict=False (or skipping the keys that do not match) turns this mismatch into silence: keep "
+                 "strict=True.")
         # a file that fits but for one key (another head, a missing buffer): strict=True raises all the same
         state = _residual_mlp(seed + 1, case).state_dict()
         dropped = list(state)[-1]
         partial = _prefixed({k: v for k, v in state.items() if k != dropped}, "module.")
-        torch.save(partial, path)
-        model = _residual_mlp(seed, case)
-        before = {k: v.clone() for k, v in model.state_dict().items()}
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                call(load_weights, model, path, name="load_weights")
-        except CheckFailed:
-            pass  # it refused: right
-        else:
-            raise CheckFailed(
-                f"load_weights on a DDP file that lacks one of the model's keys ({dropped!r}; the other "
-                f"{len(partial)} fit): expected an error, as load_state_dict(strict=True) raises (Missing key(s)); "
-                f"observed none, and the model {'kept its own weights' if _loaded(model, before) else 'changed'}.\n"
-                "Hint: strict=False, or raising only when nothing matched, loads a part of a file that does not fit "
-                "in silence: keep strict=True.")
+        _refused(load_weights, partial, _residual_mlp(seed, case), folder,
+                 f"a DDP file that lacks one of the model's keys ({dropped!r}; the other {len(partial)} fit)",
+                 "strict=False, or raising only when nothing matched, loads a part of a file that does not fit in "
+                 "silence: keep strict=True.")
     return (f"keys with {', '.join(p or 'no prefix' for p in prefixes)} load strictly (a layer's own 'module.' kept); "
             "a file for another model, or lacking one key, raises")
+
+
+def _refused(load_weights, state, model, folder, what, hint):
+    """load_weights on a file holding `state`, which does not fit `model`: CheckFailed unless it raised."""
+    path = os.path.join(folder, "other.pt")
+    torch.save(state, path)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            call(load_weights, model, path, name="load_weights")
+    except CheckFailed:
+        return  # it refused: right
+    kept = "kept its own weights: nothing was loaded, in silence" if _loaded(model, before) else "changed"
+    raise CheckFailed(f"load_weights on {what}: expected an error, as load_state_dict(strict=True) raises; observed "
+                      f"none, and the model {kept}.\nHint: {hint}")
 
 
 class _Scripted:
