@@ -195,3 +195,11 @@ BLIND12 = {  # blind round 12: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND12.items():
     VARIANTS[f"blind12_{_name}"] = _spec
+
+BLIND13 = {  # blind round 13: cases that were misgraded, graded right since
+    # AMBIGUOUS / invisible to a fork-based check: seeds the sampler from torch.initial_seed(). Forked ranks inherit
+    'sampler_seed_from_initial_seed': {'cells': {'train': 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True,\n                                 seed=torch.initial_seed() % 2**31)   # a fresh shuffle every run\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            logits, aux = ddp(x)\n            F.cross_entropy(logits, y).backward()\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        'lost': {'check_sharding': 'epoch 0: the data set covered by the ranks together: expected all'}},
+}
+for _name, _spec in BLIND13.items():
+    VARIANTS[f"blind13_{_name}"] = _spec

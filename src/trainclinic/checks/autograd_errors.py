@@ -228,7 +228,8 @@ def _run_train(train, seed, device, again=False, stale=False):
             call(train, model, list(first), c["lr"], name="train", hints=HINTS,
                  where=f"in a first call, on {len(first)} of the {_describe(c, device)}")
             starts.append(len(watch.calls))
-        losses = call(train, model, list(batches), c["lr"], name="train", hints=HINTS,  # lists of its own: train
+        watch.given = list(batches)  # a list of its own: what train does to it, check_train tells
+        losses = call(train, model, watch.given, c["lr"], name="train", hints=HINTS,
                       where=f"{'in a second call, on the same model, ' if first else ''}on {_describe(c, device)}")
     if first:
         expect(starts[1] == len(first), f"forward passes of the model in a first call of train on {len(first)} chunks "
@@ -274,7 +275,10 @@ def check_sgd_update(sgd_update, seed=0):
                "the same tensor objects", "other objects")
         # plain leaf tensors in a list, the first without .grad, called inside a no_grad block
         # and a frozen one last (requires_grad=False, a .grad left from before it was frozen): it has a .grad
-        leaves = [torch.randn(3, 4, generator=gen, dtype=c["dtype"]).to(device).requires_grad_(i < 3) for i in range(4)]
+        # and a 0-dim one (a learned scale, a temperature) before it
+        shapes = [(3, 4), (3, 4), (), (3, 4)]
+        leaves = [torch.randn(shape, generator=gen, dtype=c["dtype"]).to(device).requires_grad_(i < 3)
+                  for i, shape in enumerate(shapes)]
         for t in leaves[1:]:
             t.grad = torch.randn(t.shape, generator=gen, dtype=t.dtype).to(device)
         held = list(leaves)
@@ -376,6 +380,13 @@ def check_train(train, seed=0):
         first, last = sum(values[:third]) / third, sum(values[-third:]) / third
         expect(last < first, f"the loss over the run ({_describe(c, device)})",
                "falling: the last third's mean below the first third's", f"{first:.4g} -> {last:.4g}")
+        kept = lambda a, b: a is b or (isinstance(a, (tuple, list)) and len(a) == 2 and all(  # noqa: E731
+            torch.is_tensor(u) and u.shape == v.shape and torch.equal(u.detach().cpu(), v.cpu()) for u, v in zip(a, b)))
+        expect(len(watch.given) == len(batches) and all(kept(a, b) for a, b in zip(watch.given, batches)),
+               "the list of chunks train was given, after the call", f"as it was ({len(batches)} chunks, in order)",
+               f"{len(watch.given)} chunks" + (" in another order" if len(watch.given) == len(batches) else ""),
+               "iterate over batches without changing it (no pop, no shuffle in place): the caller trains on the "
+               "same list again in the next epoch")
     return f"{len(values)} steps without an exception; losses as floats, {values[0]:.3g} -> {values[-1]:.3g}"
 
 

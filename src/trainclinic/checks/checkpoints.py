@@ -602,8 +602,15 @@ def check_prefixes(load_weights, seed=0):
                  f"a DDP file that lacks one of the model's keys ({dropped!r}; the other {len(partial)} fit)",
                  "strict=False, or raising only when nothing matched, loads a part of a file that does not fit in "
                  "silence: keep strict=True.")
+        # a file with one key more than the model has (another head's): strict=True raises (Unexpected key(s))
+        extra = dict(_residual_mlp(seed + 1, case).state_dict())
+        extra["head2.weight"] = torch.zeros(2, 2)
+        _refused(load_weights, _prefixed(extra, "_orig_mod."), _residual_mlp(seed, case), folder,
+                 "a torch.compile file with one key more than the model has ('head2.weight'; the others fit)",
+                 "strict=False, or raising only on missing keys, loads a file that does not fit in silence: keep "
+                 "strict=True.")
     return (f"keys with {', '.join(p or 'no prefix' for p in prefixes)} load strictly (a layer's own 'module.' kept); "
-            "a file for another model, or lacking one key, raises")
+            "a file for another model, lacking one key or with one more, raises")
 
 
 def _refused(load_weights, state, model, folder, what, hint):
@@ -793,6 +800,11 @@ def check_fit(fit, seed=0):
         saved = _read(path)
         state = _find_state(saved, keys)
         expect(state is not None, "the model's state dict in best.pt", f"a dict with keys {keys[:2]}...", "none found")
+        expect(not (isinstance(saved, dict) and set(saved) == set(keys)), "folder/'best.pt'",
+               "a checkpoint written by save_checkpoint (the model's, optimizer's and scheduler's states, epoch, "
+               "best_loss...)", "the model's state dict alone",
+               "save_checkpoint(folder / 'best.pt', model, optimizer, scheduler, loader, epoch, best): the best "
+               "epoch's checkpoint, which training can resume from as from last.pt")
         weights = {**ev1.weights, **ev2.weights}
         held = next((e for e, w in sorted(weights.items()) if _same({k: v.cpu() for k, v in state.items()}, w)), None)
         expect(held == best_epoch, f"the epoch whose weights best.pt holds (validation losses {values})",

@@ -72,6 +72,7 @@ def _rank_job(rank, world, train, case, ckpt_path):
         return original(obj, f, *args, **kwargs)
 
     torch.save = recording_save  # this rank's own process: the parent's torch is untouched
+    torch.manual_seed(7919 * (rank + 1) + case["model_seed"])  # each rank its own stream, as separate processes
     steps = [0]
     from torch.optim.optimizer import register_optimizer_step_post_hook
     register_optimizer_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))  # any optimizer, this process
