@@ -403,3 +403,15 @@ BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND9.items():
     VARIANTS[f"blind9_{_name}"] = _spec
+
+_TRAIN_EPOCH = BLIND9['ev_numpy_on_the_model_device']['cells']['train_epoch']
+BLIND13 = {  # blind round 13 (lesson 12's evaluate): cases that were misgraded, graded right since
+    # the device taken from the first buffer: right for a model with BatchNorm, StopIteration for one without buffers
+    'ev_device_from_buffers': {'cells': {'evaluate': 'def evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    was_training = model.training\n    device = next(model.buffers()).device      # BatchNorm\'s running stats live where the model lives\n    model.eval()\n    correct = total = 0\n    with torch.no_grad():\n        for x, y in loader:\n            correct += (model(x.to(device)).argmax(dim=1) == y.to(device)).sum().item()\n            total += y.numel()\n    model.train(was_training)\n    return correct / total\n', 'train_epoch': _TRAIN_EPOCH},
+        'lost': {'check_evaluate_eval': 'this model has no buffers'}},
+    # the same in train_epoch, through the first running mean of a BatchNorm layer
+    'te_device_from_running_mean': {'cells': {'evaluate': BLIND9['ev_numpy_on_the_model_device']['cells']['evaluate'].replace('.argmax(1).numpy()', '.argmax(1).cpu().numpy()'), 'train_epoch': 'def train_epoch(model, loader, optimizer):\n    """One epoch in training mode; returns the mean batch loss."""\n    model.train()\n    bn = next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm1d))\n    device = bn.running_mean.device\n    losses = []\n    for x, y in loader:\n        x, y = x.to(device), y.to(device)\n        optimizer.zero_grad()\n        loss = F.cross_entropy(model(x), y)\n        loss.backward()\n        optimizer.step()\n        losses.append(loss.item())\n    return sum(losses) / len(losses)\n'},
+        'lost': {'check_train_epoch': 'a model without BatchNorm'}},
+}
+for _name, _spec in BLIND13.items():
+    VARIANTS[f"blind13_{_name}"] = _spec

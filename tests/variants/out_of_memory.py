@@ -562,3 +562,14 @@ BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND9.items():
     VARIANTS[f"blind9_{_name}"] = _spec
+
+BLIND13 = {  # blind round 13 (lesson 12's accumulate_step): correct, failed the peak budget before it allowed a spare
+    # copy of the gradients (torch.autograd.grad returns each piece's gradients; they are alive while the next forward runs)
+    'autograd_grad_into_dot_grad': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    params = [p for p in model.parameters() if p.requires_grad]\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(torch.chunk(inputs, micro_batches), torch.chunk(targets, micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        grads = torch.autograd.grad(loss, params, allow_unused=True)\n        for p, g in zip(params, grads):\n            if g is None:\n                continue\n            if p.grad is None:\n                p.grad = g.detach().clone()\n            else:\n                p.grad.add_(g)\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {}},
+    # the functional idiom: a running list of gradient sums, written into .grad once before the step
+    'autograd_grad_running_sum': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    params = list(model.parameters())\n    summed, total = None, 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        piece = torch.autograd.grad(loss, params)\n        summed = list(piece) if summed is None else [s + g for s, g in zip(summed, piece)]\n        total += loss.item()\n    optimizer.zero_grad()\n    for p, g in zip(params, summed):\n        p.grad = g\n    optimizer.step()\n    return total\n'},
+        'lost': {}},
+}
+for _name, _spec in BLIND13.items():
+    VARIANTS[f"blind13_{_name}"] = _spec

@@ -5,7 +5,8 @@ shows: logits that change from call to call, running statistics that move, and a
 `evaluation.watch_validation` records the mode and autograd state of every forward pass. `seed` drives a sweep of
 data sizes and batch sizes (short last batches, a last batch of one for evaluate), widths, dropout rates
 and dtypes. Where no GPU is present, the functions also run on a model on a simulated cuda:0 with a loader
-of CPU batches, so a batch that is never moved to the model's device is caught on every machine.
+of CPU batches, so a batch that is never moved to the model's device is caught on every machine; and on a model
+without BatchNorm (no buffers), on every machine, so that the device is taken from what every model has.
 """
 import contextlib
 import copy
@@ -86,11 +87,17 @@ def _grad_mode_kept():
         torch.set_grad_enabled(before)
 
 
-def _probe_model(c):
-    """The lesson's model for the device probe, and a CPU loader whose last batch is short but not of one."""
+def _probe_models(c):
+    """The models for the device probe (the lesson's, and one without BatchNorm: no buffers to take a device from),
+    each with what it is, and a CPU loader whose last batch is short but not of one."""
     model = bn_mlp(inputs=c["inputs"], hidden=c["hidden"], outputs=c["classes"], p=c["p"], depth=1, seed=1)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(2)
+        plain = nn.Sequential(nn.Linear(c["inputs"], c["hidden"]), nn.ReLU(), nn.Dropout(c["p"]),
+                              nn.Linear(c["hidden"], c["classes"]))
     x, y = data.blobs(n=6, features=c["inputs"], classes=c["classes"], seed=1).tensors  # the simulation is slow
-    return model, DataLoader(TensorDataset(x, y), batch_size=4)
+    return [(model, "the lesson's model"), (plain, "a model without BatchNorm (parameters only, no buffers)")], \
+        DataLoader(TensorDataset(x, y), batch_size=4)
 
 
 NUMPY_ON_CUDA = "device type tensor to numpy"  # PyTorch's TypeError for .numpy() of a GPU tensor
@@ -126,36 +133,58 @@ def _device_probe(name, run, c):
     """Run `run(model, loader)` with the model on a simulated cuda:0 and CPU batches, where no GPU is here.
 
     Returns a phrase for the success line; CheckFailed when the code trips over a device mismatch."""
-    if pick_device().type in ("cuda", "mps"):
-        return ""  # the checks above already ran on the real accelerator with CPU batches
-    model, loader = _probe_model(c)
+    models, loader = _probe_models(c)
+    device = pick_device()
+    if device.type in ("cuda", "mps"):  # the checks above ran the lesson's model there with CPU batches already
+        model, what = models[1]
+        _probe_one(name, run, model.to(device), what, loader, real=True)
+        return " and, with CPU batches, on a model without buffers"
     try:
-        with SimulatedCuda(say=False) as sim, _numpy_needs_cpu():
-            fake = sim.model(model)  # its parameters require grad, as a real model's do (the simulation records nothing)
-            run(fake, loader)
-            moved = sorted({str(t.device) for t in list(fake.parameters()) + list(fake.buffers())} - {"cuda:0"})
+        for model, what in models:
+            _probe_one(name, run, model, what, loader)
     except SimulationLimit as limit:
         return f"; the simulated cuda:0 cannot run this code, so its device check was skipped ({limit})"
+    return (" and on a simulated cuda:0 with CPU batches (moved to the model's device), with and without BatchNorm "
+            "buffers")
+
+
+def _probe_one(name, run, model, what, loader, real=False):
+    """`run` on `model` moved to a simulated cuda:0 (or on the `real` accelerator it is on), with CPU batches;
+    CheckFailed naming the cause."""
+    where = str(next(model.parameters()).device) if real else "cuda:0"
+    place = where if real else "cuda:0 (simulated: no GPU here)"
+    try:
+        if real:
+            run(model, loader)
+            moved = sorted({str(t.device) for t in model.parameters()} - {where})
+        else:
+            with SimulatedCuda(say=False) as sim, _numpy_needs_cpu():
+                fake = sim.model(model)  # its parameters require grad, as a real model's do
+                run(fake, loader)
+                moved = sorted({str(t.device) for t in list(fake.parameters()) + list(fake.buffers())} - {where})
     except CheckFailed as exc:
         text = str(exc).split("\nHint:")[0]
         if NUMPY_ON_CUDA in text:
             raise CheckFailed(
-                f"{name} with the model on cuda:0 (simulated: no GPU here) and a loader of CPU batches: expected it to "
+                f"{name} with {what} on {place} and a loader of CPU batches: expected it to "
                 f"run with the model on a GPU, observed .numpy() of a tensor on cuda:0: {text}\n"
                 f"Hint: {NUMPY_HINT}") from None
         if any(s in text for s in DEVICE_MISMATCH):
             raise CheckFailed(
-                f"{name} with the model on cuda:0 (simulated: no GPU here) and a loader of CPU batches: expected "
+                f"{name} with {what} on {place} and a loader of CPU batches: expected "
                 f"every batch moved to the model's device, observed a device mismatch: {text}\n"
                 "Hint: move each batch to the model's device first: device = next(model.parameters()).device, then "
                 "x, y = x.to(device), y.to(device) (a global `device` is the CPU on a machine without a GPU, so it "
                 "hides the bug there).") from None
-        raise CheckFailed(f"{name} with the model on a simulated cuda:0 and a loader of CPU batches: {exc}") from None
-    expect(not moved, f"the model's device after {name}, with the model on cuda:0 (simulated: no GPU here) and a "
-           "loader of CPU batches", "cuda:0, where it was", f"moved to {', '.join(moved)}",
+        hint = ""
+        if "StopIteration" in text and not list(model.buffers()):
+            hint = ("\nHint: this model has no buffers: take the device from its parameters, "
+                    "next(model.parameters()).device.")
+        raise CheckFailed(f"{name} with {what} on {place} and a loader of CPU batches: {text}{hint}") from None
+    expect(not moved, f"the model's device after {name}, with {what} on {place} and a loader of CPU batches",
+           f"{where}, where it was", f"moved to {', '.join(moved)}",
            "move each batch to the model's device (x.to(device), with device = next(model.parameters()).device), "
            "not the model to the batches: the model stays where its owner put it.")
-    return " and on a simulated cuda:0 with CPU batches (moved to the model's device)"
 
 
 def _reference(model, loader, device):
@@ -254,7 +283,7 @@ def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
     _shuffled(evaluate, model, loader, device, c, seed)
 
     def probe(fake, cpu_loader):
-        call(evaluate, fake, cpu_loader, name="evaluate", where="on a model on a simulated cuda:0")
+        call(evaluate, fake, cpu_loader, name="evaluate", where="with CPU batches, the model on another device")
 
     where = _device_probe("evaluate", probe, c)
     return (f"identical logits on two calls, BatchNorm buffers untouched, accuracy {ref_acc:.3f} as in eval mode, "
@@ -574,7 +603,7 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
     def probe(fake, cpu_loader):
         fake.eval()
         call(train_epoch, fake, cpu_loader, torch.optim.SGD(fake.parameters(), lr=lr), name="train_epoch",
-             where="on a model on a simulated cuda:0")
+             where="with CPU batches, the model on another device")
 
     where = _device_probe("train_epoch", probe, c)
     return (f"{batches} steps in training mode from a model left in eval mode (and from one whose layers alone were), mean loss {ref_loss:.4f} as expected, "
