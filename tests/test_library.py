@@ -372,9 +372,10 @@ def test_simulation_limits_skip_the_probe_instead_of_failing_the_learner():
     from trainclinic.checks import device_mismatch
 
     def class_weighted_loss(logits, targets, class_counts):
-        counts = torch.bincount(targets, minlength=logits.shape[1]).to(logits.dtype)  # data-dependent: not simulable
-        counts = counts * 0 + torch.as_tensor(class_counts, dtype=logits.dtype, device=logits.device)
-        return nn.functional.cross_entropy(logits, targets, weight=counts.sum() / (len(class_counts) * counts))
+        counts = torch.bincount(targets, minlength=logits.shape[1]).double()  # data-dependent: not simulable
+        counts = counts * 0 + torch.as_tensor(class_counts, dtype=torch.float64, device=logits.device)
+        weight = (counts.sum() / (len(class_counts) * counts)).to(logits.dtype)
+        return nn.functional.cross_entropy(logits, targets, weight=weight)
 
     import io
     from contextlib import redirect_stdout

@@ -218,7 +218,8 @@ class SimulatedCuda:
     without a driver. Autograd on a fake cuda tensor aborts the process, so every torch call inside runs with
     gradients off, whatever grad mode the code sets (`torch.enable_grad()`, `set_grad_enabled(True)`);
     `backward()` and `torch.autograd.backward` only count their calls, `torch.autograd.grad` returns fake zeros,
-    `.item()` gives nan (0 for integers), and `.numpy()`/`.tolist()` give placeholders of the right shape.
+    `.item()` gives nan (0 for integers), and `.numpy()`/`.tolist()` give placeholders of the right shape (`.numpy()` of
+    a tensor on cuda raises PyTorch's TypeError, as on a GPU).
     A real module moved inside (`model.to(device)`) gets its own tensors back on exit. `.cuda()`, `.to("cuda")`
     and `device="cuda"` mean cuda:0. What cannot be simulated (data-dependent ops such as `nonzero` or
     `if loss > 0`, calls into the real CUDA runtime) raises, and `simulation_limit` recognises it.
@@ -369,7 +370,19 @@ class SimulatedCuda:
             return _placeholder_array(t).tolist() if is_simulated(t) else real.tolist(t)
 
         def numpy(t, *args, **kwargs):
-            return _placeholder_array(t) if is_simulated(t) else real.numpy(t, *args, **kwargs)
+            if not is_simulated(t):
+                return real.numpy(t, *args, **kwargs)
+            if t.device.type != "cpu" and not kwargs.get("force", args[0] if args else False):
+                # PyTorch's message, as its tensor_numpy.cpp words it for any device but the CPU; said to be simulated
+                raise TypeError(f"(simulated {t.device}: on a real GPU PyTorch raises) can't convert {t.device} device "
+                                "type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
+            return _placeholder_array(t)
+
+        def array(t, dtype=None, *args, **kwargs):  # np.asarray(t), np.array(t): through .numpy()
+            if not is_simulated(t):
+                return real.__array__(t, dtype, *args, **kwargs)
+            out = numpy(t)
+            return out if dtype is None else out.astype(dtype)
 
         def backward(t, *args, **kwargs):
             sim.backward_calls += 1
@@ -387,7 +400,7 @@ class SimulatedCuda:
             real.to: to, real.cuda: cuda, real.new_tensor: new_tensor, real.item: item, real.tolist: tolist,
             real.numpy: numpy, real.__float__: as_number(float, "__float__"), real.__int__: as_number(int, "__int__"),
             real.__index__: as_number(int, "__index__"), real.backward: backward, torch.autograd.grad: grad,
-            real.pin_memory: pin_memory,
+            real.pin_memory: pin_memory, real.__array__: array,
         }
         return handlers
 

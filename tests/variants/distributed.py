@@ -203,3 +203,14 @@ BLIND13 = {  # blind round 13: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND13.items():
     VARIANTS[f"blind13_{_name}"] = _spec
+
+BLIND14 = {  # blind round 14: cases that were misgraded, graded right since
+    # Misconception: only rank 0 steps ('it owns the weights'). DDP does not broadcast parameters after construction
+    'optimizer_step_on_rank0_only': {'cells': {'train': 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()    # DDP syncs the gradients ...\n            if rank == 0:\n                opt.step()                                # ... and rank 0 owns the weights (the one that saves)\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        'lost': {'check_train_completes': "rank 1's training steps: expected optimizer steps, or parameters chang", 'check_same_parameters': "rank 1's `body` parameters after training: expected changed by the tra"}},
+    # itertools.cycle caches the first pass and replays it: the loader is read ONCE (epoch 0), later 'epochs' replay
+    'cycle_the_loader': {'cells': {'train': 'import itertools\n\n\ndef train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    batches = itertools.cycle(loader)                # a step-based loop over an endless stream of batches\n    for step in range(epochs * len(loader)):\n        if step % len(loader) == 0:\n            sampler.set_epoch(step // len(loader))\n        x, y = next(batches)\n        opt.zero_grad()\n        F.cross_entropy(ddp(x)[0], y).backward()\n        opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        'lost': {'check_train_completes': "rank 0's samples read in", 'check_same_parameters': 'the parameters after train: expected those of torch.optim.SGD(lr=', 'check_epoch_order': 'read: expected at most the'}},
+}
+for _name, _spec in BLIND14.items():
+    VARIANTS[f"blind14_{_name}"] = _spec

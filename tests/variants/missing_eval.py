@@ -415,3 +415,11 @@ BLIND13 = {  # blind round 13 (lesson 12's evaluate): cases that were misgraded,
 }
 for _name, _spec in BLIND13.items():
     VARIANTS[f"blind13_{_name}"] = _spec
+
+BLIND14 = {  # blind round 14: cases that were misgraded, graded right since
+    # Returns a Python float of (almost) the right value, but adds up the loss TENSORS: every batch's graph is kept 
+    'train_sums_loss_tensors': {'cells': {'evaluate': 'def evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    was_training = model.training\n    device = next(model.parameters()).device\n    model.eval()\n    correct = total = 0\n    try:\n        with torch.no_grad():\n            for x, y in loader:\n                x, y = x.to(device), y.to(device)\n                correct += (model(x).argmax(dim=1) == y).sum().item()\n                total += y.numel()\n    finally:\n        model.train(was_training)\n    return correct / total\n', 'train_epoch': 'def train_epoch(model, loader, optimizer):\n    """One epoch in training mode; returns the mean batch loss."""\n    device = next(model.parameters()).device\n    model.train()\n    running, n = 0, 0\n    for x, y in loader:\n        x, y = x.to(device), y.to(device)\n        optimizer.zero_grad()\n        loss = F.cross_entropy(model(x), y)\n        loss.backward()\n        optimizer.step()\n        running = running + loss             # a tensor: every batch\'s graph stays alive\n        n += 1\n    return (running / n).item()\n'},
+        'lost': {'check_train_epoch': 'at, is what the epoch keeps), observed'}},
+}
+for _name, _spec in BLIND14.items():
+    VARIANTS[f"blind14_{_name}"] = _spec

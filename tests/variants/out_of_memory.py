@@ -573,3 +573,11 @@ BLIND13 = {  # blind round 13 (lesson 12's accumulate_step): correct, failed the
 }
 for _name, _spec in BLIND13.items():
     VARIANTS[f"blind13_{_name}"] = _spec
+
+BLIND14 = {  # blind round 14: cases that were misgraded, graded right since
+    # Defensive torch.set_grad_enabled(True) at the top, never restored: called under torch.no_grad() it leaves grad
+    'grad_mode_forced_on': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    torch.set_grad_enabled(True)                     # in case it is called from an evaluation loop\n    inputs, targets = batch\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_one_step': 'tep returns, called inside torch.no_grad() (a caller with autograd off'}},
+}
+for _name, _spec in BLIND14.items():
+    VARIANTS[f"blind14_{_name}"] = _spec

@@ -178,3 +178,11 @@ BLIND12 = {  # blind round 12: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND12.items():
     VARIANTS[f"blind12_{_name}"] = _spec
+
+BLIND14 = {  # blind round 14: cases that were misgraded, graded right since
+    # make_loader returns a DataLoader subclass whose __iter__ reseeds its Generator with `seed` ('every epoch repro
+    'loader_reseed_every_epoch': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'def build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({w for t in texts for w in t.split()})\n    return {w: i for i, w in enumerate(words)}\n', 'make_loader': 'class _EpochSeededLoader(DataLoader):\n    def __init__(self, dataset, seed, **kw):\n        self._seed = seed\n        super().__init__(dataset, generator=torch.Generator().manual_seed(seed), **kw)\n\n    def __iter__(self):\n        self.generator.manual_seed(self._seed)   # each epoch starts from the same, known state\n        return super().__iter__()\n\ndef make_loader(dataset, seed):\n    return _EpochSeededLoader(dataset, seed, batch_size=4, shuffle=True, num_workers=2,\n                              worker_init_fn=worker_init_fn)\n'},
+        'lost': {'check_pipeline': 'taLoader whose own generator is torch.Generator().manual_seed'}},
+}
+for _name, _spec in BLIND14.items():
+    VARIANTS[f"blind14_{_name}"] = _spec

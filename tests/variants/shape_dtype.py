@@ -376,3 +376,11 @@ BLIND9 = {  # blind round 9: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND9.items():
     VARIANTS[f"blind9_{_name}"] = _spec
+
+BLIND14 = {  # blind round 14: cases that were misgraded, graded right since
+    # Dodges 'the check watches every operation' by casting in NumPy. Right on the CPU, but section 5 trains this lo
+    'loss_target_via_numpy': {'cells': {'prepare_batch': 'def prepare_batch(images, labels):\n    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""\n    return images.unsqueeze(1).float(), labels.long()\n', 'build_model': 'def build_model(size=12, classes=3):\n    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""\n    return nn.Sequential(nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),\n                         nn.Linear(8 * (size // 2) ** 2, classes))\n', 'regression_loss': 'import numpy as np\n\n\ndef regression_loss(pred, target):\n    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""\n    t = torch.from_numpy(target.numpy().astype(np.float32))    # cast in NumPy: torch never sees a float64 op\n    return F.mse_loss(pred[:, 0], t)\n'},
+        'lost': {'check_regression_loss': 'd TypeError: (simulated cuda'}},
+}
+for _name, _spec in BLIND14.items():
+    VARIANTS[f"blind14_{_name}"] = _spec

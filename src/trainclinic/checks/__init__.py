@@ -14,7 +14,7 @@ import warnings
 import torch
 
 __all__ = ["CheckFailed", "SimulationLimit", "check", "call", "expect", "close", "one_thread", "quiet", "standard_state",
-           "devices", "same_device", "flat", "python_float", "stale_grads", "seeded", "settings", "restore_settings",
+           "devices", "gpu_probe", "same_device", "flat", "python_float", "stale_grads", "seeded", "settings", "restore_settings",
            "param_groups"]
 
 
@@ -185,6 +185,23 @@ def devices():
 
     present = pick_device()
     return [present] if present.type == "cpu" else [present, torch.device("cpu")]
+
+
+def gpu_probe(run):
+    """Run `run(sim)` on a simulated cuda:0 when no GPU is here; return a phrase for the success line (how it went)."""
+    from ..device import SimulatedCuda, pick_device
+
+    if pick_device().type in ("cuda", "mps"):
+        return ""  # the present-device run already used a real GPU
+    grad_mode = torch.is_grad_enabled()
+    try:
+        with SimulatedCuda(say=False) as sim:
+            run(sim)
+    except SimulationLimit as limit:
+        return f" (the simulated cuda:0 cannot run this code, so its device check was skipped: {limit})"
+    finally:
+        torch.set_grad_enabled(grad_mode)
+    return " and on a simulated cuda:0"
 
 
 def same_device(t, device):

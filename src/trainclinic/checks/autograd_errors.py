@@ -140,7 +140,8 @@ class _Watch:
     def __init__(self, model):
         self.model = model
         self.params = list(model.parameters())
-        self.calls = []
+        self.calls = []  # the forward passes with autograd on (the training steps')
+        self.every = []  # every forward pass, under no_grad too (a warm-up of the hidden state is one)
         self._handles = []
 
     def __enter__(self):
@@ -154,25 +155,22 @@ class _Watch:
         return False
 
     def _pre(self, module, args, kwargs):
-        self._on = torch.is_grad_enabled()  # a forward under no_grad (a log line, a look) is no training step's
-        if not self._on:
-            return None
         h = args[1] if len(args) > 1 else kwargs.get("h", kwargs.get("hx"))
-        self.calls.append({
+        self.every.append({
             "weights": [p.detach().clone() for p in self.params],
             "x": args[0] if args else kwargs.get("x"),
             "h_in": None if h is None else h.detach().clone(),
             "h_grad_fn": None if h is None else h.grad_fn,
             "h_requires_grad": h is not None and h.requires_grad,
         })
+        if torch.is_grad_enabled():  # a forward under no_grad (a log line, a look) is no training step's
+            self.calls.append(self.every[-1])
         return None
 
     def _post(self, module, args, output):
-        if not self._on:
-            return
         pred, h = output
-        self.calls[-1]["h_out"] = h.detach().clone()
-        self.calls[-1]["pred"] = pred.detach().clone()
+        self.every[-1]["h_out"] = h.detach().clone()
+        self.every[-1]["pred"] = pred.detach().clone()
 
 
 @contextlib.contextmanager
@@ -224,26 +222,35 @@ def _run_train(train, seed, device, again=False, stale=False):
     starts = [0]
     with _Watch(model) as watch, _reference_update(train):
         watch.chunks = [x for x, _ in first] + [x for x, _ in batches]  # the order each call must see them in
+        watch.first = len(first)
+        watch.every_starts = [0]
         if first:
             call(train, model, list(first), c["lr"], name="train", hints=HINTS,
                  where=f"in a first call, on {len(first)} of the {_describe(c, device)}")
             starts.append(len(watch.calls))
+            watch.every_starts.append(len(watch.every))
         watch.given = list(batches)  # a list of its own: what train does to it, check_train tells
         losses = call(train, model, watch.given, c["lr"], name="train", hints=HINTS,
                       where=f"{'in a second call, on the same model, ' if first else ''}on {_describe(c, device)}")
-    if first:
-        expect(starts[1] == len(first), f"forward passes of the model in a first call of train on {len(first)} chunks "
-               f"({_describe(c, device)})", f"one per chunk, {len(first)}", starts[1],
-               "call model(x, h) once per chunk, in order")
     return c, model, batches, watch, losses, starts
 
 
-def _forwards(c, watch, device, starts=(0,)):
-    n = len(watch.calls) - starts[-1]
+def _counts_right(c, calls, starts, first):
+    """Whether `calls` hold one forward per chunk in each call of train."""
+    return (len(starts) < 2 or starts[1] == first) and len(calls) - starts[-1] == c["n_batches"]
+
+
+def _forwards(c, watch, device, starts=(0,), calls=None):
+    calls = watch.calls if calls is None else calls
+    if len(starts) > 1:
+        expect(starts[1] == watch.first, f"forward passes of the model in a first call of train on {watch.first} "
+               f"chunks ({_describe(c, device)})", f"one per chunk, {watch.first}", starts[1],
+               "call model(x, h) once per chunk, in order")
+    n = len(calls) - starts[-1]
     expect(n == c["n_batches"], f"forward passes of the model in train ({_describe(c, device)})",
            f"one per chunk, {c['n_batches']}", n, "call model(x, h) once per chunk, in order")
     chunks = watch.chunks[-n:]
-    for k, (call_, x) in enumerate(zip(watch.calls[starts[-1]:], chunks)):
+    for k, (call_, x) in enumerate(zip(calls[starts[-1]:], chunks)):
         seen = call_["x"]
         same = torch.is_tensor(seen) and seen.shape == x.shape and torch.equal(seen.detach().to(x.device, x.dtype), x)
         expect(same, f"the chunk train gives the model at step {k} ({_describe(c, device)})", f"chunk {k}",
@@ -273,6 +280,13 @@ def check_sgd_update(sgd_update, seed=0):
                 "the model's parameters")
         expect(all(a is p for a, p in zip(model.parameters(), params)), "the model's parameters after sgd_update",
                "the same tensor objects", "other objects")
+        # a second call on the same tensors, with new gradients: the same rule, nothing kept from the first call
+        for i, p in enumerate(params):
+            if i != skip:
+                p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype).to(device)
+        _update(sgd_update, lambda: model.parameters(), params, skip, c, True,
+                f"a second time on the same parameters, with new gradients ({str(c['dtype'])[6:]} on {device.type})",
+                "the model's parameters at a second call")
         # plain leaf tensors in a list, the first without .grad, called inside a no_grad block
         # and a frozen one last (requires_grad=False, a .grad left from before it was frozen): it has a .grad
         # and a 0-dim one (a learned scale, a temperature) before it
@@ -288,6 +302,23 @@ def check_sgd_update(sgd_update, seed=0):
         expect(all(a is b for a, b in zip(leaves, held)) and len(leaves) == len(held), "the list of tensors after sgd_update",
                "the same leaf tensors in it", "other tensors put in their place",
                "do not rebind params[i]: update each tensor in place")
+        # a gradient with inf and NaN in it: SGD's rule still (whether to step is the training loop's call)
+        odd = torch.randn(6, generator=gen, dtype=c["dtype"]).to(device).requires_grad_()
+        grad = torch.randn(6, generator=gen, dtype=c["dtype"])
+        grad[1], grad[4] = float("inf"), float("nan")
+        odd.grad = grad.to(device)
+        was = odd.detach().clone()
+        with torch.no_grad():
+            call(sgd_update, [odd], c["lr"], name="sgd_update", hints=HINTS,
+                 where=f"on a tensor whose .grad holds inf and NaN ({str(c['dtype'])[6:]} on {device.type})")
+        want = was - c["lr"] * odd.grad.detach()
+        got = odd.detach()
+        expect(torch.allclose(got, want, rtol=_tol(c["dtype"]), equal_nan=True),
+               "a tensor whose .grad holds inf and NaN, after sgd_update",
+               "p - lr * p.grad in every entry, inf and NaN included, as torch.optim.SGD does (refusing a step with "
+               "non-finite gradients is the training loop's decision, as in lesson 04, not the update's)",
+               "left untouched" if torch.equal(got, was) else "other values",
+               "update every tensor whose .grad is not None, whatever its values")
     return (f"in place on {len(params)} parameters and a list of leaves ({str(c['dtype'])[6:]}), in both grad modes: "
             f"the same leaf tensors, p - lr * p.grad, a tensor without .grad untouched, the grad mode left as found")
 
@@ -396,14 +427,20 @@ def check_hidden_detached(train, seed=0):
     detached (train is called twice on the same model, as for two epochs)."""
     for device in devices():
         c, model, batches, watch, losses, starts = _run_train(train, seed, device, again=True)
-        _forwards(c, watch, device, starts)
-        for k in range(len(watch.calls)):
-            now = watch.calls[k]
+        calls = watch.calls
+        if not _counts_right(c, calls, starts, watch.first) and _counts_right(c, watch.every, watch.every_starts,
+                                                                              watch.first):
+            # a chunk run under no_grad (a warm-up of the hidden state, not a step): check_train counts the steps;
+            # here, what every chunk is given
+            calls, starts = watch.every, watch.every_starts
+        _forwards(c, watch, device, starts, calls)
+        for k in range(len(calls)):
+            now = calls[k]
             if k in starts:
                 h = now["h_in"]
                 second = k > 0
-                kept = second and h is not None and h.shape == watch.calls[k - 1]["h_out"].shape and torch.allclose(
-                    h, watch.calls[k - 1]["h_out"])
+                kept = second and h is not None and h.shape == calls[k - 1]["h_out"].shape and torch.allclose(
+                    h, calls[k - 1]["h_out"])
                 expect(h is None or not h.abs().max().item(),
                        "the hidden state given to the first chunk" + (" of a second call of train, on the same model "
                                                                      "(a second epoch)" if second else ""),
@@ -411,7 +448,7 @@ def check_hidden_detached(train, seed=0):
                        "the last h of the previous call, kept from it" if kept else "other values",
                        "start each call of train from h=None: keep no hidden state from one call to the next")
                 continue
-            prev = watch.calls[k - 1]
+            prev = calls[k - 1]
             chunk = k - starts[-1] if k > starts[-1] else k
             expect(now["h_in"] is not None, f"the hidden state given to chunk {chunk}", "the previous chunk's h, carried",
                    "None: the model starts from zeros at every chunk",
@@ -422,7 +459,7 @@ def check_hidden_detached(train, seed=0):
             expect(now["h_grad_fn"] is None, f"the hidden state given to chunk {chunk}",
                    "detached (grad_fn None)",
                    f"still attached to chunk {chunk - 1}'s graph (grad_fn={type(now['h_grad_fn']).__name__})", _DETACH)
-    return (f"each of 2 calls of train started from h=None; {len(watch.calls) - len(starts)} chunks got the previous "
+    return (f"each of 2 calls of train started from h=None; {len(calls) - len(starts)} chunks got the previous "
             f"chunk's hidden state, detached ({_describe(c, device)})")
 
 
@@ -561,20 +598,27 @@ def check_validate(validate, seed=0):
         with torch.no_grad():
             for p in model.parameters():
                 p.mul_(0.8)
-        old, want = want, reference_validate(model, batches)
+        # and on fewer chunks (a validation set of another length)
+        fewer = batches[2:]
+        old, want = want, reference_validate(model, fewer)
         try:
             torch.set_grad_enabled(False)
-            again = call(validate, model, batches, name="validate", hints=HINTS, restore_grad=False,
-                         where=f"inside torch.no_grad(), on {_describe(c, device)}")
+            again = call(validate, model, fewer, name="validate", hints=HINTS, restore_grad=False,
+                         where=f"inside torch.no_grad(), on the last {len(fewer)} of the {_describe(c, device)}")
             after = torch.is_grad_enabled()
         finally:
             torch.set_grad_enabled(outer)
         _grad_mode(after, False, " inside a no_grad block")
         again = python_float(again, "validate's return value (called inside torch.no_grad())")
+        divisor = want * len(fewer) / again if again else 0.0
         expect(close(again, want), f"validate's value inside torch.no_grad(), called again after the model's weights "
-               f"changed ({_describe(c, device)})", f"{want:.6g}, the loss of the model as it is now", f"{again:.6g}",
+               f"changed, on the last {len(fewer)} chunks", f"{want:.6g}, the loss of the model as it is now (the mean "
+               f"over the {len(fewer)} chunks)", f"{again:.6g}",
                "the value of the first call, before the weights changed: compute the loss from the model every call, "
-               "keep nothing from an earlier one" if close(again, old) else "")
+               "keep nothing from an earlier one" if close(again, old) else
+               f"that is the sum of the chunks' losses divided by {round(divisor)}: divide by the number of chunks "
+               f"given, len(batches) ({len(fewer)} here)" if abs(divisor - round(divisor)) < 1e-3 and round(divisor)
+               not in (0, len(fewer)) else "")
     return (f"the mean loss {value:.4g} as a float, no graph built or held, grad mode untouched (on and off) "
             f"({_describe(c, device)})")
 

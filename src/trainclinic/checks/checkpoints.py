@@ -522,11 +522,19 @@ def check_gpu_checkpoint(load_weights, seed=0):
             location = case["location"] if device.type == "cpu" else "cuda:0"
             save_tagged(source, path, location=location)
             cpu_only = without_cuda() if device.type == "cpu" and torch.cuda.is_available() else contextlib.nullcontext()
+            own = list(model.parameters())
             with cpu_only:
                 call(load_weights, model, path, name="load_weights", hints=_HINTS,
                      where=f"(on a file saved on {location}, the model on {device})")
             expect(all(same_device(p, device) for p in model.parameters()), "the model's device after load_weights",
                    str(device), sorted({str(p.device) for p in model.parameters()}))
+            swapped = sum(a is not b for a, b in zip(model.parameters(), own))
+            expect(not swapped, "the model's parameters after load_weights",
+                   "its own tensors, the file's values copied into them (on the model's device, whatever the file's)",
+                   f"{swapped} of {len(own)} replaced by the file's tensors",
+                   "load_state_dict(state) without assign=True: assign=True puts the file's tensors in the model, on "
+                   "the device they were loaded to (the CPU with map_location='cpu', wherever the model was), and an "
+                   "optimizer built before the load keeps the old ones.")
             expect(_loaded(model, source), f"the model's weights after load_weights (file tagged {location})",
                    "the file's weights", "others", "load_state_dict(state) into the model you are given")
             where.append(f"{location} -> {device}" + (" (CUDA hidden)" if device.type == "cpu" and torch.cuda.is_available() else ""))

@@ -14,26 +14,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import data, models
-from ..device import SimulatedCuda, pick_device
-from . import (CheckFailed, SimulationLimit, call, check, close, devices, expect, param_groups, restore_settings,
-               same_device, settings, stale_grads)
+from . import (CheckFailed, call, check, close, devices, expect, gpu_probe, param_groups,
+               restore_settings, same_device, settings, stale_grads)
 
 __all__ = ["check_to_device", "check_class_weighted_loss", "check_train_step"]
-
-
-def _gpu_probe(run):
-    """Run `run(sim)` on the simulated cuda:0 when no GPU is here; return a label for the success line."""
-    if pick_device().type in ("cuda", "mps"):
-        return ""  # the present-device run already used a real GPU
-    grad_mode = torch.is_grad_enabled()
-    try:
-        with SimulatedCuda(say=False) as sim:
-            run(sim)
-    except SimulationLimit as limit:
-        return f" (the simulated cuda:0 cannot run this code, so its device check was skipped: {limit})"
-    finally:
-        torch.set_grad_enabled(grad_mode)
-    return " and on a simulated cuda:0"
 
 
 def _name(dtype):
@@ -189,7 +173,7 @@ def check_to_device(to_device, seed=0):
             _verify_moved(to_device, _partly_moved(batch, sim.tensor), sim.device, real=False)
             _verify_moved(to_device, _partly_moved(batch, sim.tensor), torch.device("cpu"), real=False)
 
-    where = _gpu_probe(probe)
+    where = gpu_probe(probe)
     # a device that is neither the CPU nor cuda:0: code that reduces `device` to "cuda" or "cpu" is caught here
     meta = torch.device("meta")
     reached = [str(d) for d in devices()] + (["cuda:0 (simulated)"] if where == " and on a simulated cuda:0" else [])
@@ -207,7 +191,8 @@ def reference_weights(class_counts, like):
     return (counts.sum() / (len(class_counts) * counts)).to(device=like.device, dtype=like.dtype)
 
 
-_TOLERANCE = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-9, 1e-10), torch.bfloat16: (2e-2, 2e-2)}
+_TOLERANCE = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-9, 1e-10), torch.bfloat16: (2e-2, 2e-2),
+              torch.float16: (5e-3, 5e-3)}
 
 
 def _loss_case(seed, n=None, classes=None):
@@ -319,6 +304,11 @@ def _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device, ba
                               f"cross-entropy without class weights (for the imbalanced counts of this check it "
                               f"used them).\nHint: weight the classes for any counts: weights close to 1 are "
                               f"not 1, and the text asks for n_total / (n_classes * class_counts[c]) always.")
+        if not torch.isfinite(got).all() and sum(counts) > torch.finfo(dtype).max:
+            raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}.\nHint: the counts add "
+                              f"up to {sum(counts)}, past {_name(dtype)}'s largest number "
+                              f"({torch.finfo(dtype).max:.0f}): compute the weights in float64 (or float32) and "
+                              "convert the result to the logits' dtype (the weights themselves fit).")
         raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}"
                           f"{_loss_cause(got, lg, tg, counts, rtol, atol)}")
 
@@ -334,6 +324,11 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
     balanced = _balanced_case(seed, len(counts), len(targets))
     for device in devices():
         _verify_loss(class_weighted_loss, *balanced, torch.float32, device, balanced=True)
+    # a large data set and float16 logits: the counts add up past float16's largest number (65504), the weights
+    # (the same as the case's: scaled counts) fit
+    big = [c * (70000 // sum(counts) + 1) for c in counts]
+    for device in devices():
+        _verify_loss(class_weighted_loss, big, logits, targets, torch.float16, device)
 
     def probe(sim):
         got = call(class_weighted_loss, sim.tensor(logits), sim.tensor(targets), list(counts),
@@ -341,8 +336,8 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
         expect(torch.is_tensor(got) and same_device(got, sim.device), "the loss on a simulated cuda:0",
                "on cuda:0, with the logits", f"on {got.device}" if torch.is_tensor(got) else type(got).__name__)
 
-    where = _gpu_probe(probe)
-    kinds = "/".join(map(_name, dtypes))
+    where = gpu_probe(probe)
+    kinds = "/".join(map(_name, dtypes + [torch.float16]))
     return f"equals the balanced-weight cross-entropy for {kinds} logits on {', '.join(map(str, devices()))}{where}"
 
 
@@ -585,6 +580,46 @@ def _layer_modes(train_step, case, seed, batch, loss_fn):
            "training step.")
 
 
+def _fresh_masks(train_step, case, seed, batch, loss_fn):
+    """Two steps, on the CPU, with a model that has Dropout and one optimizer: each step draws its own dropout mask
+    from the caller's random stream, as plain steps do (the stream ends where theirs does, the weights as theirs)."""
+    x, y = batch
+    cpu = torch.device("cpu")
+
+    def build():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 17)
+            model = nn.Sequential(nn.Linear(case["inputs"], case["hidden"]), nn.ReLU(), nn.Dropout(0.5),
+                                  nn.Linear(case["hidden"], case["classes"])).to(case["dtype"])
+        return model, torch.optim.SGD(model.parameters(), lr=case["lr"])
+
+    (mine, opt), (ref, ref_opt) = build(), build()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 31)
+        start = torch.get_rng_state()
+        for k in range(2):
+            call(train_step, mine, [x.clone(), y.clone()], loss_fn, opt, cpu, name="train_step",
+                 where=f"(on cpu, step {k + 1} of 2) with a model that has a Dropout layer")
+        after = torch.get_rng_state()
+        torch.manual_seed(seed + 31)
+        for _ in range(2):
+            ref_opt.zero_grad()
+            loss_fn(ref(x), y).backward()
+            ref_opt.step()
+        want = torch.get_rng_state()
+    tol = 1e-5 if case["dtype"] == torch.float32 else 1e-9
+    put_back = torch.equal(after, start) and not torch.equal(want, start)
+    expect(not put_back, "the global random stream after two train_steps on a model with Dropout",
+           "advanced by the two steps' dropout masks, as plain steps advance it",
+           "as it was before them: each step put the random state back, so every step draws the same dropout mask",
+           "leave the random stream alone: a step's dropout draws from it, and the caller's stream moves on with "
+           "every step (fork_rng or set_rng_state around a step replays one mask at every step).")
+    diff = _max_diff(mine, ref)
+    expect(diff <= tol, "the parameters after two train_steps on a model with Dropout (one optimizer, the caller's "
+           "random stream)", "those of two plain steps, each with its own dropout mask",
+           f"parameters that differ by up to {diff:.3g}")
+
+
 @check("train_step")
 def check_train_step(train_step, seed=0, batch_size=None):
     """train_step(model, batch, loss_fn, optimizer, device) does one correct step with the batch on the model's device."""
@@ -729,6 +764,7 @@ def check_train_step(train_step, seed=0, batch_size=None):
 
     _caller_settings(train_step, case, seed, batch, loss_fn)
     _layer_modes(train_step, case, seed, batch, loss_fn)
+    _fresh_masks(train_step, case, seed, batch, loss_fn)
     model = _model(case, seed, torch.device("cpu"))  # real tensors: the simulation makes its fake twins
     reached = []  # what the simulation could not follow, if anything
 
@@ -773,7 +809,7 @@ def check_train_step(train_step, seed=0, batch_size=None):
         expect(sim.backward_calls == 1, "backward() calls on a simulated cuda:0", "1",
                f"{sim.backward_calls}" + ("" if losses else " (train_step returned before computing loss_fn)"))
 
-    where = _gpu_probe(probe) + "".join(reached)
+    where = gpu_probe(probe) + "".join(reached)
     dt = _name(case["dtype"])
     return (f"one correct step of the given optimizer ({dt}, batch of {len(batch[1])}), loss returned as a float, "
             f"batch moved, on {', '.join(map(str, devices()))}{where}")

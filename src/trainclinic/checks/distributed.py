@@ -77,24 +77,36 @@ def _rank_job(rank, world, train, case, ckpt_path):
     from torch.optim.optimizer import register_optimizer_step_post_hook
     register_optimizer_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))  # any optimizer, this process
     model = TwoHeads(seed=case["model_seed"])
+    backwards, fed = [0], [0]  # gradients computed for the model's parameters; samples trained on (backpropagated)
+    for p in model.parameters():
+        p.register_hook(lambda g: backwards.__setitem__(0, backwards[0] + 1))
+
+    def feeding(module, args, output):  # counted when backward reaches this forward's output (not a logging pass)
+        out = output[0] if isinstance(output, (tuple, list)) and output else output
+        if torch.is_tensor(out) and out.requires_grad and out.dim():
+            n = int(out.shape[0])
+            out.register_hook(lambda g: fed.__setitem__(0, fed[0] + n))
+
+    model.register_forward_hook(feeding)
     before = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}
     dataset = _TrainingReads(data.blobs(n=case["n"], features=8, classes=3, seed=case["data_seed"]))
     loader_iter = torch.utils.data.DataLoader.__iter__
 
     def marked(loader):  # each pass over a DataLoader may start an epoch: where in the reads, and the weights then
-        dataset.marks.append((len(dataset.seen), params_digest(model), steps[0]))
+        dataset.marks.append((len(dataset.seen), params_digest(model), steps[0], backwards[0]))
         return loader_iter(loader)
 
     torch.utils.data.DataLoader.__iter__ = marked  # this rank's own process, as torch.save above
     train(rank, world, model, dataset, case["epochs"], ckpt_path)
     after = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}
-    dataset.marks.append((len(dataset.seen), params_digest(model), steps[0]))  # the end of the last pass
+    dataset.marks.append((len(dataset.seen), params_digest(model), steps[0], backwards[0]))  # the last pass's end
     finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
     exists = os.path.exists(ckpt_path)
     # as lists: pickling a tensor in a fresh fork first imports torch's serialization machinery (3 s)
     state = {k: v.detach().tolist() for k, v in model.state_dict().items()} if rank == 0 else None
     return {"exists": exists, "before": before, "after": after, "finite": finite, "seen": dataset.seen, "saves": saves,
-            "state": state, "steps": steps[0], "evaluated": dataset.evaluated, "marks": dataset.marks}
+            "state": state, "steps": steps[0], "evaluated": dataset.evaluated, "marks": dataset.marks,
+            "fed": fed[0]}
 
 
 class _TrainingReads(Recorded):
@@ -302,16 +314,16 @@ def _replay(case, outs):
 
 def _segments(out):
     """A rank's epochs: its reads cut at each pass over a DataLoader, keeping the passes that read samples and changed
-    the weights or stepped an optimizer (an evaluation pass, even in grad mode, trains nothing); None when it read
-    through no DataLoader."""
+    the weights, stepped an optimizer or computed gradients for the model (an evaluation pass, even in grad mode,
+    trains nothing); None when it read through no DataLoader."""
     seen, marks = out["seen"], out["marks"]
     if len(marks) < 2:
         return None
     parts = []
     if marks[0][0]:  # reads before the first pass: not through a DataLoader
         parts.append(seen[:marks[0][0]])
-    for (start, before, stepped), (end, after, steps) in zip(marks, marks[1:]):
-        if end > start and (after != before or steps > stepped):  # (optimizer steps: on a copy of the model, too)
+    for (start, before, stepped, back), (end, after, steps, backs) in zip(marks, marks[1:]):
+        if end > start and (after != before or steps > stepped or backs > back):  # (steps: on a model's copy, too)
             parts.append(seen[start:end])
     return parts
 
@@ -374,6 +386,15 @@ def check_epoch_order(train, seed=0):
     """Each rank reads its samples in a different order every epoch (shuffled, reseeded per epoch)."""
     case, run, *_ = _completed(train, seed)
     per_rank = _epochs(case, run)
+    for r, out in enumerate(run.values):
+        read = len(out["seen"])
+        expect(out["fed"] <= read, f"rank {r}: the samples its model trained on (backward through their output), "
+               "against those it read",
+               f"at most the {read} it read (each epoch's batches read anew from the DataLoader)",
+               f"{out['fed']}: batches read once were given to the model again (a list of batches kept, or "
+               "itertools.cycle, replays an epoch in the same order)",
+               "iterate the DataLoader itself in every epoch (for x, y in loader), after sampler.set_epoch(epoch): "
+               "each pass reads the rank's share anew, in that epoch's order")
     for r in range(case["world"]):
         orders = per_rank[r]
         for e in range(1, len(orders)):

@@ -10,6 +10,7 @@ without BatchNorm (no buffers), on every machine, so that the device is taken fr
 """
 import contextlib
 import copy
+import weakref
 
 import torch
 from torch import nn
@@ -77,6 +78,39 @@ def _setup(seed, c, device=None):
     return model.to(device=device, dtype=c["dtype"]), loader, device
 
 
+class _Tag:
+    """A gradient hook that does nothing: registered on a training step's output, it lives as long as that step's
+    autograd graph does, so a weak reference to it tells whether the graph is still alive."""
+
+    def __call__(self, grad):
+        return None
+
+
+@contextlib.contextmanager
+def _graphs_kept(model):
+    """Yield a list that gets, as each forward pass with autograd on begins, how many graphs of the steps before the
+    previous one are still alive (a running total of loss tensors, a list of them: each holds its step's graph)."""
+    tags, alive = [], []
+
+    def pre(module, args):
+        if torch.is_grad_enabled():
+            alive.append(sum(r() is not None for r in tags[:-1]))
+
+    def post(module, args, output):
+        if torch.is_tensor(output) and output.requires_grad and output.grad_fn is not None:
+            tag = _Tag()
+            with contextlib.suppress(Exception):  # (a transform's tensor may refuse hooks: then nothing is seen)
+                output.register_hook(tag)
+                tags.append(weakref.ref(tag))
+
+    handles = [model.register_forward_pre_hook(pre), model.register_forward_hook(post)]
+    try:
+        yield alive
+    finally:
+        for h in handles:
+            h.remove()
+
+
 @contextlib.contextmanager
 def _grad_mode_kept():
     """Whatever learner code does to the global grad mode, the check (and the cells after it) get theirs back."""
@@ -103,30 +137,6 @@ def _probe_models(c):
 NUMPY_ON_CUDA = "device type tensor to numpy"  # PyTorch's TypeError for .numpy() of a GPU tensor
 NUMPY_HINT = (".numpy() works on CPU tensors only: call .cpu() first (t.cpu().numpy()), or keep the arithmetic in "
               "torch on the tensors' device and take .item() of the result ((pred == y).sum().item()).")
-
-
-@contextlib.contextmanager
-def _numpy_needs_cpu():
-    """Inside the simulation: `.numpy()` (and np.asarray) of a tensor on cuda raises PyTorch's own TypeError, as on a
-    real GPU (the simulation itself returns placeholders for every fake tensor, whatever its device)."""
-    from torch.overrides import TorchFunctionMode
-
-    array = getattr(torch.Tensor, "__array__", None)
-
-    class NumpyNeedsCpu(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if (func is torch.Tensor.numpy and not kwargs.get("force", args[1] if len(args) > 1 else False)
-                    or func is array) and args and torch.is_tensor(args[0]) and args[0].device.type == "cuda":
-                # PyTorch's message, as its tensor_numpy.cpp words it for any device but the CPU (a meta tensor's
-                # .numpy() prints it on every supported torch); said to be simulated, as it is
-                raise TypeError(f"(simulated {args[0].device}: on a real GPU PyTorch raises) can't convert "
-                                f"{args[0].device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to "
-                                "host memory first.")
-            return func(*args, **kwargs)
-
-    with NumpyNeedsCpu():
-        yield
 
 
 def _device_probe(name, run, c):
@@ -158,7 +168,7 @@ def _probe_one(name, run, model, what, loader, real=False):
             run(model, loader)
             moved = sorted({str(t.device) for t in model.parameters()} - {where})
         else:
-            with SimulatedCuda(say=False) as sim, _numpy_needs_cpu():
+            with SimulatedCuda(say=False) as sim:
                 fake = sim.model(model)  # its parameters require grad, as a real model's do
                 run(fake, loader)
                 moved = sorted({str(t.device) for t in list(fake.parameters()) + list(fake.buffers())} - {where})
@@ -549,7 +559,7 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
             torch.cuda.manual_seed(seed + 100)
         states, handles = _record_dropout_rng(model, device)
         try:
-            with watch_validation(model) as w, _grad_mode_kept():
+            with watch_validation(model) as w, _grad_mode_kept(), _graphs_kept(model) as alive:
                 got = call(train_epoch, model, loader, opt, name="train_epoch", where="on a model left in eval mode")
         finally:
             for h in handles:
@@ -597,6 +607,13 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
                     "batches of the epoch.")
     expect(abs(loss - ref_loss) < 1e-4, f"the mean loss of the epoch ({_describe(c)})",
            f"{ref_loss:.5f} (the mean of the {batches} batch losses: their sum / {batches})", f"{loss:.5f}", hint)
+    piled = max(alive, default=0)
+    expect(piled < 2, "the autograd graphs of earlier steps while train_epoch runs",
+           "freed once the next step has begun (each step's loss.item(), a float, is what the epoch keeps)",
+           f"{piled} graphs of steps before the previous one still alive when step {alive.index(piled) + 1} began: "
+           "something keeps each step's loss tensor (a running total that is a tensor, or a list of losses)",
+           "add loss.item() to a float total (or append it to a list of floats): a loss tensor holds its step's "
+           "autograd graph, and summing them keeps every step's graph alive until the epoch ends.")
 
     _mixed_start(train_epoch, seed, c, lr)
 

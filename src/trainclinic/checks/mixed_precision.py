@@ -191,7 +191,7 @@ class _Watch:
         self.params = list(model.parameters())
         self.steps, self.dtypes, self._handles = [], [], []
         self.loss_dtypes = []  # the dtype of each loss loss_fn returned (see _run)
-        self.loss_autocast = []  # whether autocast was on for the batch's device when loss_fn was called
+        self.loss_autocast = []  # whether loss_fn ran under autocast for the batch's device, or on float32 outputs
 
     def __enter__(self):
         from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -260,7 +260,11 @@ def _cross_entropy(output, target):
 def _run(amp_step, model, batch, loss_fn, opt, scaler, what, max_norm=None, dtype=torch.float16):
     with _Watch(model, opt) as watch:
         def watched_loss(*args, **kw):  # the same loss, its dtype recorded (float32 under autocast for cross_entropy)
-            watch.loss_autocast.append(torch.is_autocast_enabled(batch[0].device.type))
+            # inside autocast, or on a float32 (or wider) output: the loss computed in float32 on purpose (autocast
+            # switched off for it, the output cast with .float(), as the troubleshooting table does it)
+            wide = [a for a in args if torch.is_tensor(a) and a.is_floating_point()]
+            watch.loss_autocast.append(torch.is_autocast_enabled(batch[0].device.type) or bool(wide) and all(
+                a.dtype in (torch.float32, torch.float64) for a in wide))
             out = loss_fn(*args, **kw)
             watch.loss_dtypes.append(out.dtype if torch.is_tensor(out) else None)
             return out
@@ -359,7 +363,8 @@ def check_amp_trains(amp_step, seed=0, steps=20):
                 _expect_autocast(watch, device, dtype, "step 0")
                 expect(all(watch.loss_autocast), "where amp_step called loss_fn (step 0)",
                        f"inside torch.autocast({device.type!r}, ...), with the model's output (3b: the output **and** "
-                       "the loss inside autocast)", "outside the autocast block" if watch.loss_autocast else "never called",
+                       "the loss inside autocast; or, on purpose, in float32 on output.float())",
+                       "outside the autocast block, on the 16-bit output" if watch.loss_autocast else "never called",
                        "compute loss = loss_fn(model(inputs), targets) inside the `with torch.autocast(...)` block: "
                        "autocast runs each op of the loss in the dtype it needs (cross_entropy in float32)"
                        if watch.loss_autocast else "use the loss_fn amp_step is given")
@@ -420,9 +425,28 @@ def check_amp_trains(amp_step, seed=0, steps=20):
                    f"{', '.join(f'{n}: {_name(dict(model.named_parameters())[n].dtype)}' for n in bad[:2])}",
                    "never .half() or .to(bfloat16) the model: the optimizer must step float32 master weights")
         _expect_master_weights(amp_step, seed, device)
+        _expect_token_inputs(amp_step, seed, device, dtype)
         seen.append(f"{device.type}: {first:.3g} -> {last:.3g} in {_name(dtype)}, {stepped} steps")
     return (f"autocast on the batch's device (also with a disabled scaler), float32 weights, loss returned as a float "
             f"and falling ({'; '.join(seen)})")
+
+
+def _expect_token_inputs(amp_step, seed, device, dtype):
+    """A batch of token ids (integers) into a model that starts with nn.Embedding: its Linear layers still compute
+    under autocast (the inputs' dtype does not decide; their device does)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Embedding(20, 8), nn.Flatten(), nn.Linear(8 * 6, 16), nn.Tanh(),
+                              nn.Linear(16, 3)).to(device)
+        g = torch.Generator().manual_seed(seed + 1)
+        batch = (torch.randint(0, 20, (16, 6), generator=g).to(device), torch.randint(0, 3, (16,), generator=g).to(device))
+    what = "token ids (int64 inputs) into a model that starts with nn.Embedding"
+    _, watch = _run(amp_step, model, batch, _cross_entropy, _optimizer("sgd", model.parameters(), lr=0.1),
+                    _scaler(device, init_scale=2.0 ** 8), what, dtype=dtype)
+    _expect_autocast(watch, device, dtype, what,
+                     "autocast ran for float inputs but not for these integer ones: the model's layers compute in "
+                     "floats whatever the inputs are, so enter torch.autocast(inputs.device.type, dtype=dtype) always "
+                     "(no enabled=inputs.is_floating_point())")
 
 
 def _number(value, what):
@@ -581,8 +605,8 @@ def check_clip_unscaled(amp_step, seed=0):
             what = (f"max_norm={max_norm!r}" + (" (an int)" if isinstance(max_norm, int) else "") +
                     f" (the float32 gradient norm is {norm_k:.4g}" + (f", the loss x {k:g}" if k != 1.0 else "") + ")" +
                     ("" if enabled else ", a disabled scaler (GradScaler(enabled=False)), bfloat16"))
-            scaler = _scaler(device, **({} if enabled and k == 1.0 else {"init_scale": 2.0 ** 8} if enabled else
-                                        {"enabled": False}))
+            # a scale of 2**8 (not the default 2**16): a step whose scaled loss overflows float16 is check_amp_trains's
+            scaler = _scaler(device, **({"init_scale": 2.0 ** 8} if enabled else {"enabled": False}))
             scale = scaler.get_scale()
             _, watch = _run(amp_step, m, batch, loss_fn, opt, scaler, what, max_norm=max_norm, dtype=half)
             expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one", len(watch.steps),

@@ -8,6 +8,7 @@ against a budget that the full batch breaks. The seed drives a sweep: micro-batc
 counts that do not divide by 4), piece sizes down to one sample, widths, float32 and float64, and a loss_fn
 other than plain cross-entropy (label smoothing), so that a hard-coded count or loss shows.
 """
+import contextlib
 import copy
 import gc
 import random
@@ -169,13 +170,21 @@ def _scaled(grads, factor):
     return [g * factor for g in grads]
 
 
+class _Calls(list):
+    """The forward calls: (autograd on?, number of samples); `in_eval`: those with autograd on while some layer of
+    the model was in eval mode."""
+    in_eval = 0
+
+
 def _watch(model):
     """Record every forward call of `model`: (autograd on?, number of samples). Returns (calls, hook handle)."""
-    calls = []
+    calls = _Calls()
 
     def pre(module, args):
         first = args[0] if args else None
         calls.append((torch.is_grad_enabled(), first.shape[0] if torch.is_tensor(first) and first.dim() else None))
+        if torch.is_grad_enabled() and not all(m.training for m in module.modules()):
+            calls.in_eval += 1
 
     return calls, model.register_forward_pre_hook(pre)
 
@@ -364,12 +373,20 @@ def check_accumulated_grads(accumulate_step, seed=0):
                     held = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
                     first, hooks = len(opt.grads), _hooks(model)
                     del calls[:]
+                    calls.in_eval = 0
                     with _OtherSteps(opt) as others:
                         _call_step(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step",
                                    where=where if not j else f"{where}, called a 2nd time in a row",
                                    hints=_hints(batch, inputs))
                     _expect_call(model, batch, want, plain, loss_fn, loss_name, m, dtype, where, opt, first, calls,
                                  others, j, held, left)
+                    expect(not calls.in_eval, f"the model's mode in accumulate_step's forward passes ({where})",
+                           "training mode, as the caller set it (a training step's gradients are those of the model "
+                           "in training mode)", f"{calls.in_eval} of {sum(g for g, _ in calls)} with autograd on ran "
+                           "with the model (or some of its layers) in eval mode",
+                           "leave the model's mode alone: in eval mode Dropout is off and BatchNorm uses its running "
+                           "statistics, so the gradients are not those of the batch in training mode (this check's "
+                           "model has neither, the lesson's capstone model has both).")
                     left += _hooks(model) - hooks
             finally:
                 hook.remove()
@@ -486,8 +503,30 @@ def check_one_step(accumulate_step, seed=0):
            "step", "still there, carried from the first step", "gone: the step started from no momentum",
            "leave optimizer.state alone: zero_grad() clears only the gradients, and the optimizer's state (momentum, "
            "Adam's moments) must carry from step to step")
+    _off_stays_off(accumulate_step, seed, m, loss_fn)
     return (f"one optimizer.step() per effective batch of {m} micro-batches, the optimizer's momentum kept; the "
             "full-batch loss returned as a float")
+
+
+def _off_stays_off(accumulate_step, seed, m, loss_fn):
+    """Called inside torch.no_grad() (a caller with autograd off): whether it then runs or raises (backward without a
+    graph) is its own business, but autograd must still be off when it returns."""
+    model, batch = seeded(seed, 4 * m, inputs=8, hidden=8, classes=3, device=torch.device("cpu"))
+    opt = RecordingSGD(model.parameters(), lr=0.1, record=False)
+    outer = torch.is_grad_enabled()
+    try:
+        torch.set_grad_enabled(False)
+        with contextlib.suppress(CheckFailed):
+            call(accumulate_step, model, batch, loss_fn, opt, m, restore_grad=False, name="accumulate_step",
+                 where="called inside torch.no_grad()")
+        after = torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(outer)
+    expect(not after, "autograd when accumulate_step returns, called inside torch.no_grad() (a caller with autograd "
+           "off)", "still off, as the caller had it", "on: the step switched autograd on for the caller and left it "
+           "so (the caller's later operations build graphs)",
+           "switch autograd on only inside a block: `with torch.enable_grad():` puts back what it found when it "
+           "ends; torch.set_grad_enabled(True) on its own line does not.")
 
 
 def _peak(fn, model, batch, micro_batches):

@@ -319,7 +319,8 @@ def _check_loader(make_loader, seed):
     """The loader: 2 workers, batch 4, every item once per epoch, and an order and worker seeds that depend on `seed`
     alone, not on torch's global stream before or after the loader is made, nor on another loader made after it."""
     n = 10 + 4 * (seed % 2)  # not a multiple of the batch size: the last batch is short
-    runs = [_loader_run(make_loader, seed, disturb, n)[0] for disturb in (1, 2)]
+    made = [_loader_run(make_loader, seed, disturb, n) for disturb in (1, 2)]
+    runs = [batches for batches, _ in made]
     order = [i for i, _ in runs[0]]
     dropped = sorted(set(range(n)) - set(order))
     expect(sorted(order) == list(range(n)), f"the items of one epoch of make_loader's DataLoader ({n} items)",
@@ -354,7 +355,7 @@ def _check_loader(make_loader, seed):
            "seed the loader's Generator with `seed`: torch.Generator().manual_seed(seed) (a Generator never seeded "
            "starts from the same fixed state every time)")
     # seeded with `seed` itself: the batches and worker seeds of any loader whose own generator is seeded with it
-    want = _loader_run(_reference_make_loader, seed, 1, n)[0]
+    want, reference = _loader_run(_reference_make_loader, seed, 1, n)
     if runs[0] != want:
         same_order = [i for i, _ in want] == order
         hint = ""
@@ -368,6 +369,19 @@ def _check_loader(make_loader, seed):
                f"those of a DataLoader whose own generator is torch.Generator().manual_seed({seed}) (the text: "
                f"seeded with `seed`): order {[i for i, _ in want][:8]}...",
                "the same order, other worker seeds" if same_order else f"order {order[:8]}...", hint)
+    # the next epoch too: a DataLoader draws each epoch's order and worker seeds on from its generator
+    read = lambda loader: [(int(i), int(s)) for idx, seeds in loader for i, s in zip(idx, seeds)]
+    second = call(read, made[0][1], name="make_loader", where="(iterating its DataLoader a second time)")
+    want = read(reference)
+    expect(second == want, f"the second epoch of make_loader(dataset, {seed})'s DataLoader ({n} items)",
+           f"that of a DataLoader whose own generator is torch.Generator().manual_seed({seed}): order "
+           f"{[i for i, _ in want][:8]}... (a new order, new worker seeds)",
+           "the first epoch again (the same order and worker seeds)" if second == runs[0] else
+           f"order {[i for i, _ in second][:8]}..." if [i for i, _ in second] != [i for i, _ in want] else
+           "the same order, other worker seeds",
+           "seed the generator once, when the loader is made: each epoch draws on from it, a new shuffle and new "
+           "worker seeds (reseeding it at every epoch repeats the first epoch's batches and augmentations)"
+           if second == runs[0] else "")
 
 
 def _unsendable(fn):

@@ -15,7 +15,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import CheckFailed, call, check, close, expect
+from ..device import pick_device
+from . import CheckFailed, call, check, close, expect, gpu_probe
 
 __all__ = ["HINTS", "check_prepare_batch", "check_build_model", "check_regression_loss", "raw_batch", "reference_model"]
 
@@ -520,7 +521,33 @@ def check_regression_loss(regression_loss, seed=0):
             raise CheckFailed(f"the gradient reaching pred (batch of {n}): expected that of the MSE (largest "
                               f"{ref_leaf.grad.abs().max().item():.6g}), observed a different gradient (differs by up to "
                               f"{diff:.3g}).")
-    return f"float32 MSE equal to PyTorch's, same gradient, for batches of {', '.join(map(str, batch_sizes))}"
+    # section 5 trains with it on `device`: the loss of a model on a GPU, with the targets moved there too (a real
+    # CUDA GPU where there is one, else a simulated cuda:0; MPS has no float64 targets to move)
+    n = batch_sizes[-1]
+
+    def probe(to, where):
+        pred = to(torch.randn(n, 1)) * 1.0
+        target = to(torch.randn(n, dtype=torch.float64))
+        got = call(regression_loss, pred, target, name="regression_loss", where=f"with pred and target {where}",
+                   hints={**HINTS, "device type tensor to numpy": "convert the target with PyTorch, where it is "
+                          "(target.to(pred.dtype)): section 5 trains with pred and target on the GPU, where .numpy() "
+                          "raises (and a NumPy detour would bring the loss to the CPU)."})
+        expect(torch.is_tensor(got) and got.device == pred.device, f"the loss of pred and target {where}",
+               f"a tensor on {pred.device}, where they are",
+               f"on {got.device}" if torch.is_tensor(got) else type(got).__name__,
+               "compute it with PyTorch operations on the tensors where they are: a detour through NumPy or Python "
+               "numbers leaves the GPU (and .numpy() of a GPU tensor raises).")
+
+    device = pick_device()
+    if device.type == "cuda":
+        probe(lambda t: t.to(device), f"on {device}")
+        where = f" and on {device}"
+    elif device.type == "cpu":
+        where = gpu_probe(lambda sim: probe(sim.tensor, f"on a simulated cuda:0 (no GPU here; batch of {n})"))
+    else:
+        where = ""
+    return (f"float32 MSE equal to PyTorch's, same gradient, for batches of {', '.join(map(str, batch_sizes))}"
+            f"{where}")
 
 
 def _reference_mse(pred, target):
