@@ -179,14 +179,17 @@ def to_device(batch, device):
 # %% [markdown]
 # **3b.** `class_weighted_loss(logits, targets, class_counts)`: cross-entropy where class `c` has the weight
 # `n_total / (n_classes * class_counts[c])` (rare classes count more). `class_counts` is a Python list. The weight
-# tensor must be created **on the logits' device, with their dtype**. Return the loss tensor.
+# tensor must be created **on the logits' device, with their dtype**. Compute the weights before that conversion,
+# as Python numbers (or in float64 on the CPU): with float16 logits (mixed precision) and a data set of more than
+# 65504 samples, a total computed in float16 is `inf`. Return the loss tensor.
 
 # %% nbgrader={"grade": false, "grade_id": "class_weighted_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def class_weighted_loss(logits, targets, class_counts):
     """Cross-entropy with balanced class weights, built on the logits' device."""
     ### BEGIN SOLUTION
-    counts = torch.tensor(class_counts, dtype=logits.dtype, device=logits.device)
-    weights = counts.sum() / (len(class_counts) * counts)
+    total = sum(class_counts)
+    weights = torch.tensor([total / (len(class_counts) * c) for c in class_counts],
+                           dtype=logits.dtype, device=logits.device)
     return nn.functional.cross_entropy(logits, targets, weight=weights)
     ### END SOLUTION
 

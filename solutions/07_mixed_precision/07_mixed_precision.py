@@ -370,7 +370,8 @@ def make_scaler(device):
 # mixed-precision training step. `batch` is `(inputs, targets)`, already on the model's device; the model's weights
 # are float32 and must stay float32. In this order:
 # - zero the gradients;
-# - compute the model's output **and** the loss inside `torch.autocast` for the device of `inputs`, in `dtype`;
+# - compute the model's output **and** the loss inside `torch.autocast` for the device of `inputs`, in `dtype`
+#   (or the loss just after the block on `output.float()`, cast at the seam: a float32 loss either way);
 # - backpropagate the **scaled** loss (`scaler.scale(loss).backward()`);
 # - if `max_norm` is not `None`: `scaler.unscale_(optimizer)`, then clip the total gradient norm to `max_norm`
 #   (`torch.nn.utils.clip_grad_norm_`);

@@ -306,12 +306,12 @@ def check_sgd_update(sgd_update, seed=0):
         odd = torch.randn(6, generator=gen, dtype=c["dtype"]).to(device).requires_grad_()
         grad = torch.randn(6, generator=gen, dtype=c["dtype"])
         grad[1], grad[4] = float("inf"), float("nan")
-        odd.grad = grad.to(device)
+        odd.grad = grad.to(device).clone()  # (sgd_update may scale .grad in place: `grad` keeps what it was given)
         was = odd.detach().clone()
         with torch.no_grad():
             call(sgd_update, [odd], c["lr"], name="sgd_update", hints=HINTS,
                  where=f"on a tensor whose .grad holds inf and NaN ({str(c['dtype'])[6:]} on {device.type})")
-        want = was - c["lr"] * odd.grad.detach()
+        want = was - c["lr"] * grad.to(device)  # the .grad it was given (what it leaves in .grad is its own business)
         got = odd.detach()
         expect(torch.allclose(got, want, rtol=_tol(c["dtype"]), equal_nan=True),
                "a tensor whose .grad holds inf and NaN, after sgd_update",
@@ -598,24 +598,28 @@ def check_validate(validate, seed=0):
         with torch.no_grad():
             for p in model.parameters():
                 p.mul_(0.8)
-        # and on fewer chunks (a validation set of another length)
-        fewer = batches[2:]
-        old, want = want, reference_validate(model, fewer)
+        old, want = want, reference_validate(model, batches)
         try:
             torch.set_grad_enabled(False)
-            again = call(validate, model, fewer, name="validate", hints=HINTS, restore_grad=False,
-                         where=f"inside torch.no_grad(), on the last {len(fewer)} of the {_describe(c, device)}")
+            again = call(validate, model, batches, name="validate", hints=HINTS, restore_grad=False,
+                         where=f"inside torch.no_grad(), on {_describe(c, device)}")
             after = torch.is_grad_enabled()
         finally:
             torch.set_grad_enabled(outer)
         _grad_mode(after, False, " inside a no_grad block")
         again = python_float(again, "validate's return value (called inside torch.no_grad())")
-        divisor = want * len(fewer) / again if again else 0.0
         expect(close(again, want), f"validate's value inside torch.no_grad(), called again after the model's weights "
-               f"changed, on the last {len(fewer)} chunks", f"{want:.6g}, the loss of the model as it is now (the mean "
-               f"over the {len(fewer)} chunks)", f"{again:.6g}",
+               f"changed ({_describe(c, device)})", f"{want:.6g}, the loss of the model as it is now", f"{again:.6g}",
                "the value of the first call, before the weights changed: compute the loss from the model every call, "
-               "keep nothing from an earlier one" if close(again, old) else
+               "keep nothing from an earlier one" if close(again, old) else "")
+        # and on fewer chunks (a validation set of another length)
+        fewer = batches[2:]
+        want = reference_validate(model, fewer)
+        got = python_float(call(validate, model, fewer, name="validate", hints=HINTS,
+                                where=f"on the last {len(fewer)} of the {_describe(c, device)}"), "validate's return value")
+        divisor = want * len(fewer) / got if got else 0.0
+        expect(close(got, want), f"validate's value on the last {len(fewer)} chunks", f"{want:.6g}, the mean over "
+               f"the {len(fewer)} chunks", f"{got:.6g}",
                f"that is the sum of the chunks' losses divided by {round(divisor)}: divide by the number of chunks "
                f"given, len(batches) ({len(fewer)} here)" if abs(divisor - round(divisor)) < 1e-3 and round(divisor)
                not in (0, len(fewer)) else "")

@@ -307,8 +307,8 @@ def _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device, ba
         if not torch.isfinite(got).all() and sum(counts) > torch.finfo(dtype).max:
             raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}.\nHint: the counts add "
                               f"up to {sum(counts)}, past {_name(dtype)}'s largest number "
-                              f"({torch.finfo(dtype).max:.0f}): compute the weights in float64 (or float32) and "
-                              "convert the result to the logits' dtype (the weights themselves fit).")
+                              f"({torch.finfo(dtype).max:.0f}): compute the weights as Python numbers (or in float64 "
+                              "on the CPU), then make the tensor in the logits' dtype (the weights themselves fit).")
         raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}"
                           f"{_loss_cause(got, lg, tg, counts, rtol, atol)}")
 
@@ -324,11 +324,6 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
     balanced = _balanced_case(seed, len(counts), len(targets))
     for device in devices():
         _verify_loss(class_weighted_loss, *balanced, torch.float32, device, balanced=True)
-    # a large data set and float16 logits: the counts add up past float16's largest number (65504), the weights
-    # (the same as the case's: scaled counts) fit
-    big = [c * (70000 // sum(counts) + 1) for c in counts]
-    for device in devices():
-        _verify_loss(class_weighted_loss, big, logits, targets, torch.float16, device)
 
     def probe(sim):
         got = call(class_weighted_loss, sim.tensor(logits), sim.tensor(targets), list(counts),
@@ -337,6 +332,11 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
                "on cuda:0, with the logits", f"on {got.device}" if torch.is_tensor(got) else type(got).__name__)
 
     where = gpu_probe(probe)
+    # a large data set and float16 logits: the counts add up past float16's largest number (65504), the weights
+    # (the same as the case's: scaled counts) fit
+    big = [c * (70000 // sum(counts) + 1) for c in counts]
+    for device in devices():
+        _verify_loss(class_weighted_loss, big, logits, targets, torch.float16, device)
     kinds = "/".join(map(_name, dtypes + [torch.float16]))
     return f"equals the balanced-weight cross-entropy for {kinds} logits on {', '.join(map(str, devices()))}{where}"
 

@@ -355,7 +355,7 @@ def _check_loader(make_loader, seed):
            "seed the loader's Generator with `seed`: torch.Generator().manual_seed(seed) (a Generator never seeded "
            "starts from the same fixed state every time)")
     # seeded with `seed` itself: the batches and worker seeds of any loader whose own generator is seeded with it
-    want, reference = _loader_run(_reference_make_loader, seed, 1, n)
+    want = _loader_run(_reference_make_loader, seed, 1, n)[0]
     if runs[0] != want:
         same_order = [i for i, _ in want] == order
         hint = ""
@@ -369,19 +369,18 @@ def _check_loader(make_loader, seed):
                f"those of a DataLoader whose own generator is torch.Generator().manual_seed({seed}) (the text: "
                f"seeded with `seed`): order {[i for i, _ in want][:8]}...",
                "the same order, other worker seeds" if same_order else f"order {order[:8]}...", hint)
-    # the next epoch too: a DataLoader draws each epoch's order and worker seeds on from its generator
-    read = lambda loader: [(int(i), int(s)) for idx, seeds in loader for i, s in zip(idx, seeds)]
-    second = call(read, made[0][1], name="make_loader", where="(iterating its DataLoader a second time)")
-    want = read(reference)
-    expect(second == want, f"the second epoch of make_loader(dataset, {seed})'s DataLoader ({n} items)",
-           f"that of a DataLoader whose own generator is torch.Generator().manual_seed({seed}): order "
-           f"{[i for i, _ in want][:8]}... (a new order, new worker seeds)",
-           "the first epoch again (the same order and worker seeds)" if second == runs[0] else
-           f"order {[i for i, _ in second][:8]}..." if [i for i, _ in second] != [i for i, _ in want] else
-           "the same order, other worker seeds",
-           "seed the generator once, when the loader is made: each epoch draws on from it, a new shuffle and new "
-           "worker seeds (reseeding it at every epoch repeats the first epoch's batches and augmentations)"
-           if second == runs[0] else "")
+    # the next epoch too: a DataLoader draws each epoch's order on from its generator (a new shuffle), the same in
+    # two loaders made with the same seed
+    read = lambda loader: [(int(i), int(s)) for idx, seeds in loader for i, s in zip(idx, seeds)]  # noqa: E731
+    second = [call(read, loader, name="make_loader", where="(iterating its DataLoader a second time)")
+              for _, loader in made]
+    expect(second[0] != runs[0], f"the second epoch of make_loader(dataset, {seed})'s DataLoader ({n} items)",
+           "a new shuffle (the generator, seeded once, draws on)", "the first epoch again (the same order and worker "
+           "seeds)", "seed the generator once, when the loader is made: each epoch draws on from it, a new shuffle "
+           "(reseeding it at every epoch repeats the first epoch's batches and augmentations)")
+    expect(second[0] == second[1], f"the second epoch of two loaders made with seed {seed} ({n} items)",
+           "the same order and worker seeds", "different ones", "let the loader's own generator alone decide each "
+           "epoch: nothing but `seed` may feed it")
 
 
 def _unsendable(fn):
