@@ -272,21 +272,17 @@ def check_sgd_update(sgd_update, seed=0):
         gen = torch.Generator().manual_seed(seed + 7)
         params = list(model.parameters())
         skip = 1 + seed % (len(params) - 1)  # a parameter without .grad, after one with: it must be skipped, not end the loop
-        for i, p in enumerate(params):
-            if i != skip:
-                p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype).to(device)
-        _update(sgd_update, lambda: model.parameters(), params, skip, c, True,
-                f"on a model's parameters ({str(c['dtype'])[6:]} on {device.type}, grad mode on)",
-                "the model's parameters")
-        expect(all(a is p for a, p in zip(model.parameters(), params)), "the model's parameters after sgd_update",
-               "the same tensor objects", "other objects")
-        # a second call on the same tensors, with new gradients: the same rule, nothing kept from the first call
-        for i, p in enumerate(params):
-            if i != skip:
-                p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype).to(device)
-        _update(sgd_update, lambda: model.parameters(), params, skip, c, True,
-                f"a second time on the same parameters, with new gradients ({str(c['dtype'])[6:]} on {device.type})",
-                "the model's parameters at a second call")
+        # called twice on the same tensors, new gradients each time: the same rule, nothing kept from the first call
+        for where, what in ((f"on a model's parameters ({str(c['dtype'])[6:]} on {device.type}, grad mode on)",
+                             "the model's parameters"),
+                            (f"a second time on the same parameters, with new gradients ({str(c['dtype'])[6:]} on "
+                             f"{device.type})", "the model's parameters at a second call")):
+            for i, p in enumerate(params):
+                if i != skip:
+                    p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype).to(device)
+            _update(sgd_update, lambda: model.parameters(), params, skip, c, True, where, what)
+            expect(all(a is p for a, p in zip(model.parameters(), params)), "the model's parameters after sgd_update",
+                   "the same tensor objects", "other objects")
         # plain leaf tensors in a list, the first without .grad, called inside a no_grad block
         # and a frozen one last (requires_grad=False, a .grad left from before it was frozen): it has a .grad
         # and a 0-dim one (a learned scale, a temperature) before it
