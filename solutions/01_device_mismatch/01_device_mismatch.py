@@ -160,7 +160,7 @@ with tc.accelerator(device) as gpu:
 # simulated `cuda:0`, so a tensor left on the CPU is caught even here.
 #
 # **3a.** `to_device(batch, device)`: return the batch with **every tensor** moved to `device` (only its device
-# changes: its dtype and values stay). A batch can be a tuple, a list or a dict; keep its type (a tuple stays a
+# changes: its dtype, its values and, for a tensor that requires grad, its autograd graph stay; no `.detach()`). A batch can be a tuple, a list or a dict; keep its type (a tuple stays a
 # tuple, a list a list, a dict a dict), and leave non-tensor items (ids, strings, numbers, NumPy arrays) as they
 # are: not converted, not deep-copied (a mover that recurses into nested lists and dicts may hand those back
 # rebuilt, holding the same items).

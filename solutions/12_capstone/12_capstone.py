@@ -269,7 +269,8 @@ examine(to_device_both, prepare_labels_fixed, accumulate_step_as_found, evaluate
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "fix_md", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **3a. The device (lesson 01).** `to_device(batch, device)`: return the batch with **every tensor** moved to
-# `device` (only its device changes: its dtype and values stay). A batch can be a tuple, a list or a dict; keep its
+# `device` (only its device changes: its dtype, its values and, for a tensor that requires grad, its autograd graph
+# stay; no `.detach()`). A batch can be a tuple, a list or a dict; keep its
 # type (a tuple stays a tuple, a list a list, a dict a dict), and leave non-tensor items (ids, strings, numbers, NumPy
 # arrays) as they are: not converted, not deep-copied.
 

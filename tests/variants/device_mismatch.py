@@ -890,3 +890,10 @@ BLIND14 = {  # blind round 14: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND14.items():
     VARIANTS[f"blind14_{_name}"] = _spec
+BLIND15 = {  # blind round 15: cases that were misgraded, graded right since
+    # AMBIGUOUS, verdict False: moves every tensor with v.detach().to(device) ('batches never need grad'): device, d
+    'td_detaches_tensors': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    def mv(v):\n        return v.detach().to(device) if isinstance(v, torch.Tensor) else v\n    if isinstance(batch, dict):\n        return {k: mv(v) for k, v in batch.items()}\n    if isinstance(batch, tuple):\n        return tuple(mv(v) for v in batch)\n    return [mv(v) for v in batch]\n', 'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n    """Cross-entropy with balanced class weights, built on the logits\' device."""\n    n_total, n_classes = sum(class_counts), len(class_counts)\n    w = [n_total / (n_classes * c) for c in class_counts]\n    weight = torch.tensor(w, device=logits.device, dtype=logits.dtype)\n    return torch.nn.functional.cross_entropy(logits, targets, weight=weight)\n', 'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_to_device': 'requires_grad=False: cut from its graph'}},
+}
+for _name, _spec in BLIND15.items():
+    VARIANTS[f"blind15_{_name}"] = _spec

@@ -19,7 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from .. import graphs
-from . import CheckFailed, call, check, devices, expect, python_float, stale_grads
+from . import CheckFailed, call, check, devices, expect, gpu_probe, python_float, stale_grads
 
 __all__ = ["check_sgd_update", "check_train", "check_hidden_detached", "check_train_gradients", "check_validate",
            "reference_sgd_update", "reference_train", "reference_validate"]
@@ -31,6 +31,8 @@ _NO_GRAD_UPDATE = ("update the parameters under `with torch.no_grad():` (p -= lr
                    "change of a leaf that requires grad is refused.")
 
 HINTS = {  # the lesson's own hints, by a fragment of the exception's text (the shared ones come after)
+    "device type tensor to numpy": "the update went through NumPy, which sees only CPU memory: on a GPU .numpy() "
+    "raises. Update with PyTorch operations, where the tensors are (p -= lr * p.grad under torch.no_grad()).",
     "backward through the graph a second time": _DETACH,
     "a view of a leaf Variable that requires grad": _NO_GRAD_UPDATE,
     "a leaf Variable that requires grad is being used in an in-place operation": _NO_GRAD_UPDATE,
@@ -120,6 +122,25 @@ def _describe(c, device):
 
 def _tol(dtype):
     return 2e-3 if dtype == torch.float32 else 1e-7
+
+
+def _ulps(got, before, grad, lr):
+    """How far `got` is from before - lr * grad, in units of the dtype's precision (eps x the terms' size), over the
+    finite entries; inf where a NaN or an infinity is not where the reference has it. A correct update in p's dtype
+    is within 2 (one rounding of lr * grad, one of the subtraction); one done in a lower precision is far off."""
+    want = before.detach().double().cpu() - lr * grad.detach().double().cpu()
+    got = got.detach().double().cpu()
+    if not (torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+            and torch.equal(got[got.isinf()], want[want.isinf()])):
+        return float("inf")
+    fine = want.isfinite()
+    scale = before.detach().double().cpu().abs() + (lr * grad.detach().double().cpu()).abs()
+    eps = torch.finfo(before.dtype).eps
+    off = (got[fine] - want[fine]).abs() / (eps * scale[fine]).clamp_min(torch.finfo(torch.float64).tiny)
+    return off.max().item() if off.numel() else 0.0
+
+
+_ULPS = 4  # the most a correct update may be off, in _ulps' units
 
 
 def _rel(a, b):
@@ -286,9 +307,12 @@ def check_sgd_update(sgd_update, seed=0):
         # plain leaf tensors in a list, the first without .grad, called inside a no_grad block
         # and a frozen one last (requires_grad=False, a .grad left from before it was frozen): it has a .grad
         # and a 0-dim one (a learned scale, a temperature) before it
-        shapes = [(3, 4), (3, 4), (), (3, 4)]
-        leaves = [torch.randn(shape, generator=gen, dtype=c["dtype"]).to(device).requires_grad_(i < 3)
-                  for i, shape in enumerate(shapes)]
+        # and tensor 1 not contiguous (its memory in another order, as a transposed weight or a channels_last
+        # convolution's is): p.view(-1) of it raises, p.reshape(-1) is a copy, and neither may lose the update
+        shapes = [(3, 4), (4, 3), (), (3, 4)]
+        leaves = [torch.randn(shape, generator=gen, dtype=c["dtype"]).to(device) for shape in shapes]
+        leaves[1] = leaves[1].t()
+        leaves = [t.requires_grad_(i < 3) for i, t in enumerate(leaves)]
         for t in leaves[1:]:
             t.grad = torch.randn(t.shape, generator=gen, dtype=t.dtype).to(device)
         held = list(leaves)
@@ -307,16 +331,32 @@ def check_sgd_update(sgd_update, seed=0):
         with torch.no_grad():
             call(sgd_update, [odd], c["lr"], name="sgd_update", hints=HINTS,
                  where=f"on a tensor whose .grad holds inf and NaN ({str(c['dtype'])[6:]} on {device.type})")
-        want = was - c["lr"] * grad.to(device)  # the .grad it was given (what it leaves in .grad is its own business)
-        got = odd.detach()
-        expect(torch.allclose(got, want, rtol=_tol(c["dtype"]), equal_nan=True),
+        got = odd.detach()  # against the .grad it was given (what it leaves in .grad is its own business)
+        expect(_ulps(got, was, grad, c["lr"]) <= _ULPS,
                "a tensor whose .grad holds inf and NaN, after sgd_update",
                "p - lr * p.grad in every entry, inf and NaN included, as torch.optim.SGD does (refusing a step with "
                "non-finite gradients is the training loop's decision, as in lesson 04, not the update's)",
                "left untouched" if torch.equal(got, was) else "other values",
                "update every tensor whose .grad is not None, whatever its values")
+
+    def probe(sim):  # where the gradients live on the GPU (NumPy, Python numbers: they cannot go there)
+        model = sim.model(graphs.forecaster(hidden=c["hidden"], seed=seed).to(c["dtype"]))
+        params = list(model.parameters())
+        for p in params:
+            p.grad = torch.ones_like(p)
+        call(sgd_update, model.parameters(), c["lr"], name="sgd_update", hints=HINTS,
+             where=f"on a model's parameters on a simulated cuda:0 (no GPU here; {str(c['dtype'])[6:]})")
+        expect(all(a is p for a, p in zip(model.parameters(), params)),
+               "the model's parameters after sgd_update on a simulated cuda:0", "the same tensor objects",
+               "other objects")
+        moved = [str(p.device) for p in params if p.device != sim.device]
+        expect(not moved, "the model's parameters after sgd_update on a simulated cuda:0", "still on cuda:0",
+               f"{len(moved)} of {len(params)} on {moved[0] if moved else ''}")
+
+    where = gpu_probe(probe)
     return (f"in place on {len(params)} parameters and a list of leaves ({str(c['dtype'])[6:]}), in both grad modes: "
-            f"the same leaf tensors, p - lr * p.grad, a tensor without .grad untouched, the grad mode left as found")
+            f"the same leaf tensors, p - lr * p.grad, a tensor without .grad untouched, the grad mode left as found"
+            f"{where}")
 
 
 def _update(sgd_update, params_now, params, skip, c, grad_mode, where, what):
@@ -361,14 +401,23 @@ def _update(sgd_update, params_now, params, skip, c, grad_mode, where, what):
                    "tensors it yields are not seen again by a second pass" if prefix else "") + ")",
                f"tensor {skip} has .grad None and every tensor after it was left untouched: skip that tensor "
                "(`continue`), do not end the loop there (`return`, `break`)" if after_skip else
+               f"tensor {i} is not contiguous (a transposed tensor: its memory is in another order), so "
+               "p.reshape(-1) or p.flatten() of it is a copy, and a change to the copy never reaches p: update p "
+               "itself (p -= lr * p.grad)" if not params[i].is_contiguous() else
                f"tensor {i} has requires_grad=False (frozen after a backward) and a .grad: update every tensor whose "
                ".grad is not None, whatever its requires_grad (as torch.optim.SGD does)"
                if not requires[i] else "")
     for i in with_grad:
         p, b, g = params[i], before[i], grads[i]
-        err = _rel(p.detach() - b, -lr * g)
-        expect(err < _tol(c["dtype"]), f"{what}: tensor {i} ({tuple(p.shape)}) after sgd_update at lr={lr}",
-               "p - lr * p.grad (with p.grad as it was before the call)", f"a change off by {err:.2g} (relative)",
+        off = _ulps(p, b, g, lr)
+        rel = _rel(p.detach() - b, -lr * g)
+        low = [str(t)[6:] for t in (torch.float32, torch.bfloat16, torch.float16) if torch.finfo(t).eps > 
+               torch.finfo(p.dtype).eps and rel < 8 * torch.finfo(t).eps]
+        expect(off <= _ULPS, f"{what}: tensor {i} ({tuple(p.shape)}, {str(p.dtype)[6:]}) after sgd_update at lr={lr}",
+               f"p - lr * p.grad in {str(p.dtype)[6:]} (with p.grad as it was before the call)",
+               f"a change off by {rel:.2g} (relative), {off:.3g} times {str(p.dtype)[6:]}'s precision",
+               f"the step was rounded to {low[0]} or coarser on the way: compute it in p's own dtype (p -= lr * "
+               "p.grad), converting nothing" if low and rel > 0 else
                "subtract lr times the gradient, once, from each tensor")
         expect(torch.equal(shared[i], p.detach()), f"{what}: tensor {i}'s memory after sgd_update",
                "the new values in it (an update in place)",
@@ -564,14 +613,14 @@ def check_validate(validate, seed=0):
             torch.set_grad_enabled(outer)
             handle.remove()
         _grad_mode(after, True)
-        expect(len(outputs) == len(batches), "forward passes of the model in validate", f"one per chunk, {len(batches)}",
-               len(outputs))
+        expect(outputs, "forward passes of the model in validate", "at least one (the loss of the model as it is)",
+               "none")
         graphed = [i for i, (_, g, _) in enumerate(outputs) if g]
         if graphed:
             alive = sum(ref() is not None for ref, _, _ in outputs)
             by = (f" by the {type(result.grad_fn).__name__} tensor it returned" if torch.is_tensor(result)
                   and result.grad_fn is not None else "")
-            held = (f"; {alive} of the {len(outputs)} chunks' outputs, with their graphs, are still held after it "
+            held = (f"; {alive} of the model's {len(outputs)} outputs, with their graphs, are still held after it "
                     f"returned{by}" if alive else "")
             expect(False, "the model's outputs in validate", "no graph (run under torch.no_grad())",
                    f"{len(graphed)} of {len(outputs)} outputs with a graph (grad_fn={outputs[graphed[0]][2]}){held}",

@@ -54,7 +54,9 @@ def _sample_batches(seed):
     # a 0-d tensor is a tensor too: an int one on seed 0, on other seeds a float one in a dtype the inputs lack
     scalar = torch.tensor(0.5, dtype=other) if seed else torch.tensor(seed + 3)
     raw = np.arange(n, dtype=np.int64)  # a NumPy array from the dataset: not a tensor, so it stays as it is
-    dct = {"inputs": x, "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None, "step": scalar, "index": raw,
+    # the dict's inputs require grad (an input being optimised, as an adversarial perturbation is): .to() keeps them
+    # in their graph, a mover that detaches cuts them off
+    dct = {"inputs": x.detach().clone().requires_grad_(), "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None, "step": scalar, "index": raw,
            "tokens": small[2]}
     return [tup, lst, dct]
 
@@ -151,7 +153,13 @@ def _verify_moved(to_device, batch, device, real=True, reached=()):
         expect(moved.shape == value.shape, f"{label} in to_device's result for a {kind} batch",
                f"shape {tuple(value.shape)} kept", f"{tuple(moved.shape)}")
         if real:
-            expect(torch.equal(moved.cpu(), value.cpu()), label, "the same values", "different values")
+            expect(torch.equal(moved.detach().cpu(), value.detach().cpu()), label, "the same values", "different values")
+        if real and value.requires_grad and torch.is_grad_enabled():
+            expect(moved.requires_grad, f"{label} in to_device's result for a {kind} batch (a tensor that requires "
+                   f"grad)", "requires_grad=True kept, the tensor still in its autograd graph (only the device "
+                   "changes)", "requires_grad=False: cut from its graph",
+                   "move each tensor with .to(device) alone, no .detach(): an input that requires grad (an "
+                   "adversarial perturbation, an input being optimised) must still get its gradient.")
 
 
 @check("to_device")

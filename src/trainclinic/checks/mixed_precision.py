@@ -358,6 +358,7 @@ def check_amp_trains(amp_step, seed=0, steps=20):
         losses, stepped = [], 0
         for i in range(steps):
             before = scaler.get_scale()
+            want = _amp_loss(model, batch, _cross_entropy, dtype)
             got, watch = _run(amp_step, model, batch, _cross_entropy, opt, scaler, f"step {i}", dtype=dtype)
             if i == 0:
                 _expect_autocast(watch, device, dtype, "step 0")
@@ -373,7 +374,9 @@ def check_amp_trains(amp_step, seed=0, steps=20):
                        f"the loss, about {ref_loss:.4g} (its float32 value)", f"{value:.6g}",
                        f"that is {value / ref_loss:.4g}x the loss: return loss.item(), not the scaled loss"
                        if ref_loss and abs(value / ref_loss - before) < 0.01 * before else "")
-            losses.append(python_float(got, f"amp_step's return value at step {i}"))
+            value = python_float(got, f"amp_step's return value at step {i}")
+            _expect_loss(value, want, dtype, f"amp_step's return value at step {i} ({_name(dtype)}, on {device.type})")
+            losses.append(value)
             stepped += len(watch.steps)
             bad = [n for n, p in model.named_parameters() if p.dtype != torch.float32]
             expect(not bad, f"the dtype of the weights after amp_step (step {i})", "float32 (autocast casts inside the "
@@ -382,9 +385,9 @@ def check_amp_trains(amp_step, seed=0, steps=20):
                    "never .half() or .to(bfloat16) the model: a 16-bit weight loses small updates (1 + 1e-3 is 1.0 "
                    "in bfloat16), and the optimizer must step float32 master weights")
             if scaler.get_scale() >= before:  # no overflow at this step: the optimizer must have stepped
-                expect(len(watch.steps) == 1, f"optimizer steps in one amp_step (step {i}, no overflow)",
-                       "exactly one, through scaler.step(optimizer)", len(watch.steps),
-                       "call scaler.step(optimizer) once per amp_step" if not watch.steps else "")
+                # (how many times, and with which gradients, is check_grads_match_fp32's)
+                expect(watch.steps, f"optimizer steps in one amp_step (step {i}, no overflow)",
+                       "one, through scaler.step(optimizer)", "none", "call scaler.step(optimizer) once per amp_step")
         finite = all(torch.isfinite(p).all() for p in model.parameters())
         expect(finite, "the weights after 20 amp_steps", "finite", "NaN or inf in the weights",
                "step through scaler.step(optimizer): it skips a step whose gradients hold inf or NaN")
@@ -394,12 +397,11 @@ def check_amp_trains(amp_step, seed=0, steps=20):
         # A small loss: the value returned is that loss, not a rounding of it.
         m, batch, kind, _ = _setup(seed, device)  # untrained: a loss of about 1, x 1e-6
         what = "a loss x 1e-6"
-        small = _fp32_grads(m, batch, _tiny(1e-6))[1]
+        small = _amp_loss(m, batch, _tiny(1e-6), dtype)
         got, _ = _run(amp_step, m, batch, _tiny(1e-6), _optimizer(kind, m.parameters(), lr=0.2), _scaler(device), what,
                       dtype=dtype)
-        value = python_float(got, f"amp_step's return value on {what}")
-        expect(abs(value - small) <= 5e-2 * abs(small), f"amp_step's return value on {what}",
-               f"the loss, about {small:.4g}", f"{value:.6g}", "return loss.item() as it is (not rounded, not scaled)")
+        _expect_loss(python_float(got, f"amp_step's return value on {what}"), small, dtype,
+                     f"amp_step's return value on {what} ({_name(dtype)}, on {device.type})")
         # A disabled scaler (GradScaler(enabled=False), as bfloat16 allows): amp_step still computes under autocast,
         # in the dtype it is given, float16 included (a disabled scaler turns the loss scaling off, nothing else).
         for half in (torch.bfloat16, torch.float16)[::1 if seed % 2 == 0 else -1]:
@@ -416,8 +418,8 @@ def check_amp_trains(amp_step, seed=0, steps=20):
                              f"amp_step was given dtype={_name(half)} with a disabled scaler and computed in "
                              f"{_name(seen_dtype)}: use the dtype amp_step is given, whatever the scaler (a disabled "
                              "scaler only turns the loss scaling off; it does not choose the dtype)")
-            expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one "
-                   "(scaler.step(optimizer) calls optimizer.step() when the scaler is disabled)", len(watch.steps),
+            expect(watch.steps, f"optimizer steps in amp_step with {what}", "one "
+                   "(scaler.step(optimizer) calls optimizer.step() when the scaler is disabled)", "none",
                    "call scaler.step(optimizer) once per amp_step")
             bad = [n for n, p in model.named_parameters() if p.dtype != torch.float32]
             expect(not bad, f"the dtype of the weights after amp_step with {what}", "float32, as with an enabled "
@@ -524,6 +526,24 @@ def check_overflow_skipped(amp_step, seed=0):
     return f"overflowing step skipped with the weights untouched, the scale halved, the next step taken ({'; '.join(seen)})"
 
 
+def _amp_loss(model, batch, loss_fn, dtype):
+    """The loss of `model` on `batch` as amp_step computes it (under autocast, cross_entropy in float32): a float."""
+    with torch.no_grad(), torch.autocast(batch[0].device.type, dtype=dtype):
+        return loss_fn(model(batch[0]), batch[1]).item()
+
+
+def _expect_loss(value, want, dtype, what):
+    """`value` is the loss `want` as computed (float32 under autocast), not a 16-bit rounding of it nor scaled."""
+    if abs(value - want) <= 1e-4 * abs(want) + 1e-12:
+        return
+    rounded = [_name(h) for h in (torch.float16, torch.bfloat16)
+               if abs(value - torch.tensor(want).to(h).item()) <= 1e-6 * abs(want)]
+    expect(False, what, f"the loss {want:.7g} (float32, computed under autocast)", f"{value:.7g}",
+           f"that is the loss rounded to {rounded[0]}: return loss.item() of the float32 loss autocast computed, "
+           "converting nothing (a 16-bit loss also loses the small values of a training curve)" if rounded else
+           "return loss.item() as it is (not rounded, not scaled)")
+
+
 def _tiny(factor):
     def loss(output, target):
         """A cross-entropy multiplied by a tiny factor: its float16 gradients underflow without a loss scale."""
@@ -609,9 +629,10 @@ def check_clip_unscaled(amp_step, seed=0):
             scaler = _scaler(device, **({"init_scale": 2.0 ** 8} if enabled else {"enabled": False}))
             scale = scaler.get_scale()
             _, watch = _run(amp_step, m, batch, loss_fn, opt, scaler, what, max_norm=max_norm, dtype=half)
-            expect(len(watch.steps) == 1, f"optimizer steps in amp_step with {what}", "exactly one", len(watch.steps),
+            # (one step, not two: check_grads_match_fp32's; each step's gradients: this check's)
+            expect(watch.steps, f"optimizer steps in amp_step with {what}", "one", "none",
                    _steps_hint(watch, scale, scaler.get_scale()))
-            grads = watch.steps[0]
+            grads = max(watch.steps, key=lambda g: flat(g, list(m.parameters())).norm().item())
             got = flat(grads, list(m.parameters())).norm().item()
             if max_norm == 0:
                 expect(got <= 1e-12 * norm, f"the gradients optimizer.step() used with {what}",
