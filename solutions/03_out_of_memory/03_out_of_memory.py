@@ -205,7 +205,8 @@ total_loss = total_loss.item()
 # `F.cross_entropy`), on the targets as they come (a loss may take class probabilities rather than class indices), in
 # the batch's dtype. Return the full batch's mean loss as a Python float (the sum of the scaled micro-batch losses, each
 # with `.item()`): a number to log, checked to float32's precision, while the gradients must match the full batch's to
-# the batch's own precision.
+# the batch's own precision. Leave the global random stream alone (no seeding inside the step): a model with Dropout
+# draws each step's masks from it, and a step that reseeds or puts back the random state repeats the same masks.
 
 # %% nbgrader={"grade": false, "grade_id": "accumulate_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
@@ -258,7 +259,7 @@ for seed in (1, 2, 3):
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "check_one_step", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""accumulate_step takes one optimizer step per effective batch and returns its mean loss"""
+"""accumulate_step takes one optimizer step per effective batch, returns its mean loss and leaves the grad mode as it found it"""
 from trainclinic.checks import out_of_memory as checks
 checks.check_one_step(accumulate_step)
 ### BEGIN HIDDEN TESTS

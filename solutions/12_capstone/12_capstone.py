@@ -321,7 +321,8 @@ def worker_init_fn(worker_id):
 # `micro_batches`), computed in `micro_batches` pieces (`tensor.chunk(micro_batches)`): zero the gradients once before
 # the loop, backpropagate each piece's loss (from `loss_fn`, called as it is, on the targets as they come) **divided
 # by `micro_batches`**, step once after the loop, so that the gradients at the step equal the full batch's. Return the
-# full batch's mean loss as a Python float (the sum of the scaled pieces' losses, each with `.item()`).
+# full batch's mean loss as a Python float (the sum of the scaled pieces' losses, each with `.item()`). Leave the
+# global random stream alone (no seeding inside the step): a model with Dropout draws each step's masks from it.
 
 # %% nbgrader={"grade": false, "grade_id": "accumulate_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):

@@ -270,7 +270,9 @@ def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):
             optimizer.step()
     return running_loss'''
 
-VARIANTS["blind_tutorial_step_in_loop_last"] = {"cells": {'accumulate_step': BLIND_TUTORIAL_STEP_IN_LOOP_LAST}, "lost": {}}
+# (reseeding the global generator at every step repeats the dropout masks at every step: wrong since round 16)
+VARIANTS["blind_tutorial_step_in_loop_last"] = {"cells": {'accumulate_step': BLIND_TUTORIAL_STEP_IN_LOOP_LAST},
+                                                "lost": {"check_accumulated_grads": "the step reseeds the global generator"}}
 
 BLIND_WEIGHTED_TENSOR_SPLIT_ENABLE_GRAD = '''import torch
 
@@ -541,7 +543,7 @@ for _name, _spec in BLIND7.items():
 BLIND8 = {  # blind round 8: cases that were misgraded, graded right since
     # switches autograd off for the whole process with torch.set_grad_enabled(False) and never switches it back: the
     'grad_mode_left_off': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    torch.set_grad_enabled(False)                 # the update itself needs no graph\n    optimizer.step()\n    return total\n'},
-        'lost': {'check_accumulated_grads': 'autograd when accumulate_step returns (torch.is_grad_enabled())', 'check_one_step': 'autograd when accumulate_step returns (torch.is_grad_enabled())', 'check_peak_memory': 'autograd when accumulate_step returns (torch.is_grad_enabled())'}},
+        'lost': {'check_one_step': 'autograd when accumulate_step returns (torch.is_grad_enabled())'}},
     # keeps every micro-batch's output tensor (with its autograd graph) in a module-level list after the call: the m
     'global_outputs_log': {'cells': {'accumulate_step': 'OUTPUTS = []   # every micro-batch\'s output, to compute the accuracy at the end of the epoch\n\n\ndef accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        out = model(xb)\n        loss = loss_fn(out, yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n        OUTPUTS.append((out, yb))\n    optimizer.step()\n    return total\n'},
         'lost': {'check_peak_memory': 'the memory held after each of 3 consecutive calls of accumulate_step (one optimizer, batch'}},

@@ -16,6 +16,7 @@ import contextlib
 import io
 import math
 import os
+import pathlib
 import pickle
 import random
 import shutil
@@ -748,6 +749,16 @@ def _number(value):
         return None
 
 
+_FOLDER_HINTS = {
+    "unsupported operand type(s) for +: 'PosixPath'": "`folder` may be a pathlib.Path or a str: build the paths with "
+    "pathlib.Path(folder) / 'last.pt' (or os.path.join), which take both, not with + on a str.",
+    "unsupported operand type(s) for +: 'WindowsPath'": "`folder` may be a pathlib.Path or a str: build the paths "
+    "with pathlib.Path(folder) / 'last.pt' (or os.path.join), which take both, not with + on a str.",
+    "unsupported operand type(s) for /: 'str'": "`folder` may be a str or a pathlib.Path: turn it into a Path first, "
+    "pathlib.Path(folder), then / 'last.pt' works for both.",
+}
+
+
 @check("fit")
 def check_fit(fit, seed=0):
     """fit, stopped after some epochs and called again with fresh objects, continues; best.pt holds the best epoch."""
@@ -757,11 +768,20 @@ def check_fit(fit, seed=0):
     values = [round(rng.uniform(0.5, 1.5), 3) for _ in range(epochs)]
     later = rng.random() < 0.5 or seed == 0  # the best epoch after the restart, or before it
     best_epoch = rng.randrange(stop + 1, epochs) if later else rng.randrange(0, stop + 1)
+    if seed == 0:
+        best_epoch = 2
     values[best_epoch] = 0.25
     # a tie: a later epoch on the same side of the restart scores the best loss again (across the restart it would
-    # hide a fit that forgets the best on resume); not lower than the best, so best.pt keeps best_epoch
+    # hide a fit that forgets the best on resume); not lower than the best, so best.pt keeps best_epoch. Where there
+    # is room, a worse epoch comes between them: the tie is then lower than the epoch before it (a fit that compares
+    # with the previous epoch, not the best so far, takes it for a new best)
     end = epochs if later else stop + 1
-    tie = rng.randrange(best_epoch + 1, end) if best_epoch + 1 < end else None
+    tie = None
+    if best_epoch + 2 < end:
+        values[best_epoch + 1] = 1.45
+        tie = rng.randrange(best_epoch + 2, end)
+    elif best_epoch + 1 < end:
+        tie = best_epoch + 1
     if tie is not None:
         values[tie] = 0.25
     rates = _rates(case, epochs)
@@ -771,7 +791,9 @@ def check_fit(fit, seed=0):
         first = _Run(case, seed, seed, seed + 100)
         ev1 = _Scripted(first, values, 0, trained)
         with _references(fit, trained):
-            call(fit, *first.objects, ev1, stop + 1, folder, name="fit", where=f"(epochs={stop + 1}, a new folder)")
+            # `folder` a pathlib.Path here, a str at the restart (the text allows both)
+            call(fit, *first.objects, ev1, stop + 1, pathlib.Path(folder), name="fit", hints=_FOLDER_HINTS,
+                 where=f"(epochs={stop + 1}, a new folder, given as a pathlib.Path)")
         expect(ev1.calls == stop + 1, f"the validations fit runs for epochs={stop + 1} from an empty folder", stop + 1,
                ev1.calls, "one evaluate() per epoch, after training it")
         _check_rates(trained[1], rates, 0, case)
@@ -791,8 +813,8 @@ def check_fit(fit, seed=0):
         second = _Run(case, seed + 1, seed + 2, seed + 100)
         ev2 = _Scripted(second, values, stop + 1, trained)
         with _references(fit, trained):
-            got = call(fit, *second.objects, ev2, epochs, folder, name="fit",
-                       where=f"(epochs={epochs}, the folder of a run stopped after epoch {stop})")
+            got = call(fit, *second.objects, ev2, epochs, str(folder), name="fit", hints=_FOLDER_HINTS,
+                       where=f"(epochs={epochs}, the folder of a run stopped after epoch {stop}, given as a str)")
         expect(ev2.calls == epochs - stop - 1, f"the validations fit runs for epochs={epochs} when folder/'last.pt' holds "
                f"epoch {stop}", epochs - stop - 1, ev2.calls,
                "it started again from epoch 0: resume from last.pt first" if ev2.calls == epochs else "")
@@ -819,7 +841,12 @@ def check_fit(fit, seed=0):
                f"epoch {best_epoch} (loss 0.25, the lowest, and the first to reach it)",
                "none of the epochs" if held is None else f"epoch {held}",
                f"epoch {tie} only ties the best (0.25 again): a loss that is not lower than the best so far must not "
-               f"replace best.pt (compare with <, not <=)" if held is not None and held == tie else
+               f"replace best.pt (compare with <, not <=)" if held is not None and held == tie and
+               values[tie - 1] == 0.25 else
+               f"epoch {held} scored {values[held]}, lower than the epoch before it ({values[held - 1]}) but not lower "
+               f"than the best so far (0.25, epoch {best_epoch}): best.pt changes only for a loss strictly lower than "
+               "the best so far (not one lower than the previous epoch's, not a tie: compare with <)"
+               if held is not None and held > best_epoch and values[held] < values[held - 1] else
                "save best.pt only when the loss is lower than the best so far, and carry the best across a resume"
                if held is not None else "")
         if isinstance(saved, dict) and "best_loss" in saved:  # written by save_checkpoint (the reference, here)

@@ -225,6 +225,23 @@ def check_grad_norms(grad_norms, seed=0, models_to_try=24):
                           "once), not from the layer norms.")
         expect(close(total, want_total, rtol=rtol, atol=1e-12), f"the total gradient norm ({case})",
                f"{want_total:.6g} (PyTorch's total norm, as clip_grad_norm_ measures it)", f"{total:.6g}", total_hint)
+    # one model read twice, its gradients changed in between (as a training loop reads it at every step): the norms
+    # of the gradients as they are at each call
+    model = _random_model(1000 * seed + 1)
+    rtol = 3e-2 if next(model.parameters()).dtype == torch.bfloat16 else 1e-4
+    for k, factor in enumerate((1.0, 3.0)):
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad.mul_(factor)
+        want_total, want_layers = reference_norms(model)
+        got = call(grad_norms, model, name="grad_norms", where=f"(model 1 again, call {k + 1} of 2 on it)")
+        total = _float(got[0], f"the total norm (model 1, call {k + 1} of 2 on it)")
+        expect(close(total, want_total, rtol=rtol, atol=1e-12), f"the total gradient norm at call {k + 1} of 2 on "
+               "one model, its gradients multiplied by 3 in between (as the next step's gradients replace them)",
+               f"{want_total:.6g}, the gradients' norm now", f"{total:.6g}",
+               "the value of the first call: measure the gradients at every call, keep nothing from an earlier one "
+               "(no cache keyed on the model)" if k and close(total, want_total / 3, rtol=rtol, atol=1e-12) else "")
     return (f"total and per-layer norms equal PyTorch's total norm on {models_to_try + 2} random models "
             f"({', '.join(sorted(dtypes))}; frozen, shared, inf and no gradients), Python floats, gradients and "
             "dtypes untouched")

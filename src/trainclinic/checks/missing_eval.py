@@ -393,6 +393,14 @@ def check_evaluate_no_grad(evaluate, seed=0, n=None, batch_size=None):
            "turn autograd off for the evaluation only, with a block: `with torch.no_grad():` (or a decorator); "
            "torch.set_grad_enabled(False) as a statement switches it off for everything that runs afterwards, "
            "and the next training step fails with 'element 0 of tensors does not require grad'.")
+    model.eval()  # a model handed over in eval mode (after an earlier evaluation): no graph either
+    _, w_eval = _evaluate(evaluate, model, loader, where="on a model handed over in eval mode")
+    graphed = [c for c in w_eval.calls if c["grad_enabled"] or c["requires_grad"]]
+    expect(not graphed and w_eval.meter.saved == 0, "forward passes with autograd recording a graph, on a model "
+           "handed over in eval mode", "none, as for a model in training mode",
+           f"{len(graphed)} of {len(w_eval.calls)}, {w_eval.meter.saved} tensors saved for a backward pass",
+           "turn autograd off whatever mode the model comes in (`with torch.no_grad():`): a grad mode keyed on "
+           "model.training (read before model.eval()) is on for a model that is already in eval mode.")
     model.train()
     with torch.no_grad():  # a caller that had autograd off (inside its own no_grad block) must find it off again
         _, w_off = _evaluate(evaluate, model, loader, where="called with autograd off (inside torch.no_grad())")

@@ -303,9 +303,12 @@ def _device_probe(accumulate_step, seed):
     return " and on a simulated cuda:0 (device check)"
 
 
-def _call_step(fn, *args, **kwargs):
-    """call() for accumulate_step (or a runner of it), and the grad mode it leaves behind: a step called step after
-    step must leave autograd as it found it."""
+def _call_step(fn, *args, own_mode=False, **kwargs):
+    """call() for accumulate_step (or a runner of it); with own_mode (check_one_step's, the one check that grades it),
+    the grad mode it leaves behind: a step called step after step must leave autograd as it found it. The other
+    checks put the grad mode back and grade only their own part."""
+    if not own_mode:
+        return call(fn, *args, **kwargs)
     before = torch.is_grad_enabled()
     try:
         out = call(fn, *args, restore_grad=False, **kwargs)
@@ -332,12 +335,41 @@ def _held_after(fn, model, batch, micro_batches, calls=3):
     held = []
     with LiveBytes() as live:
         for _ in range(calls):
-            fn(model, batch, nn.CrossEntropyLoss(), opt, micro_batches)
+            with torch.enable_grad():  # (a step that leaves autograd off is check_one_step's to fail, not this one's)
+                fn(model, batch, nn.CrossEntropyLoss(), opt, micro_batches)
             held.append(live.allocated)
         if all(b > a for a, b in zip(held, held[1:])):
             gc.collect()
             held[-1] = live.allocated
     return held
+
+
+def _own_stream(accumulate_step, seed):
+    """On a model with Dropout, from two different states of the caller's random stream: the step draws its masks
+    from that stream and leaves it moved on (not reseeded inside, not put back), so each step gets masks of its own."""
+    def run(start_seed):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 17)
+            model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3))
+            x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            stale_grads(model, 0.5)  # as earlier steps leave them
+            torch.manual_seed(start_seed)
+            start = torch.get_rng_state()
+            call(accumulate_step, model, (x, y), nn.CrossEntropyLoss(), opt, 2, name="accumulate_step",
+                 where="on a model with a Dropout layer (batch 8, micro_batches=2)")
+            return start, torch.get_rng_state()
+
+    (start, after), (_, other) = run(seed + 31), run(seed + 32)
+    where = "the global random stream after accumulate_step on a model with Dropout"
+    expect(not torch.equal(after, other), f"{where}, started from two different states",
+           "two different states: the step draws its dropout masks from the caller's stream and leaves it moved on",
+           "the same state both times: the step reseeds the global generator, so every step draws the same masks",
+           "leave the global random stream alone (no torch.manual_seed in a step): seeding is the script's, once, "
+           "at the start; a step reseeded at every call repeats its dropout masks at every step")
+    expect(not torch.equal(after, start), where, "moved on by the step's dropout masks, as a plain step moves it",
+           "as it was before the step: the step put the random state back, so every step draws the same masks",
+           "leave the random stream alone: fork_rng or set_rng_state around a step replays one mask at every step")
 
 
 def _nth(k):
@@ -391,6 +423,7 @@ def check_accumulated_grads(accumulate_step, seed=0):
             finally:
                 hook.remove()
             seen.append(f"{batch_size}/{m}")
+    _own_stream(accumulate_step, seed)
     probe = _device_probe(accumulate_step, seed)
     return (f"gradients accumulated over micro-batches (batch/micro_batches {', '.join(dict.fromkeys(seen))}) equal "
             f"the full batch's on {', '.join(map(str, devices()))}, at two calls in a row{probe}")
@@ -444,9 +477,11 @@ def _expect_call(model, batch, want, plain, loss_fn, loss_name, m, dtype, where,
 
 @check("one_step")
 def check_one_step(accumulate_step, seed=0):
-    """One optimizer step per effective batch, and the full batch's mean loss returned as a Python float."""
+    """One optimizer step per effective batch, the full batch's mean loss returned as a Python float, and the grad
+    mode left as the step found it (on or off)."""
     device = pick_device()
-    batch_size, m, dtype, smoothing, inputs, hidden, classes = _cases(seed)[1 if seed % 2 else 0]
+    batch_size, m, _, smoothing, inputs, hidden, classes = _cases(seed)[1 if seed % 2 else 0]
+    dtype = torch.float32  # (float64 is check_accumulated_grads's: a step that fails there loses only that check)
     if seed:
         smoothing = 0.1
     soft = seed % 2 == 1  # odd seeds: class-probability targets, which loss_fn takes as they come
@@ -464,7 +499,7 @@ def check_one_step(accumulate_step, seed=0):
             pieces = [loss_fn(model(xb), yb).item() for xb, yb in zip(batch[0].chunk(m), batch[1].chunk(m))]
         with _OtherSteps(opt) as others:
             got = _call_step(accumulate_step, model, batch, loss_fn, opt, m, name="accumulate_step",
-                       hints=_hints(batch, inputs))
+                             hints=_hints(batch, inputs), own_mode=True)
         expect(opt.steps == k + 1, f"optimizer.step() calls after {k + 1} effective batch(es) of {m} "
                "micro-batches", k + 1, opt.steps,
                "step once per effective batch, after the loop: a step inside the loop is plain small-batch training "
@@ -630,13 +665,13 @@ def check_peak_memory(accumulate_step, seed=0):
     learner = copy.deepcopy(model)
     peak, opt, calls, events = _call_step(_peak, accumulate_step, learner, batch, m, name="accumulate_step",
                                     hints=_hints(batch, 16))
-    # the peak is only meaningful for a step that does the work: forwards with autograd on over the whole batch, and
-    # backward() through the model (whether the gradients then reach optimizer.step() is check_accumulated_grads's)
+    # the peak is only meaningful for a step that does some work: forwards with autograd on and backward() through
+    # the model (whether they cover the whole batch, and the gradients reach optimizer.step(), is
+    # check_accumulated_grads's: a step that skips a micro-batch loses that check, not this one)
     covered = sum(n for grad, n in calls if grad and n is not None)
     backwards = sum(1 for k, _ in events if k == "backward")
-    expect(covered >= batch_size and backwards, f"the work of one step with micro_batches={m} (batch {batch_size})",
-           f"forward passes with autograd on over all {batch_size} samples and backward() through the model (the "
-           "peak is measured on that work)",
+    expect(covered and backwards, f"the work of one step with micro_batches={m} (batch {batch_size})",
+           "forward passes with autograd on and backward() through the model (the peak is measured on that work)",
            f"{_forwards_text(calls)}, and backward() reached the model {backwards} time(s)",
            "run forward and backward() on each micro-batch." if not backwards or not covered else "")
     piece = -(-batch_size // m)

@@ -186,6 +186,27 @@ def check_prepare_batch(prepare_batch, seed=0):
            "unchanged: each call returns tensors of its own", "overwritten by the second call's batch",
            "create new tensors in every call: a buffer kept between calls (a global, a default argument, an "
            "attribute) makes every batch returned the same tensor, so a loader's earlier batches change")
+    # a training loop's calls, each with a new batch: three of them new tensors (the batch before freed: Python may
+    # give its id() to the next), three the same two tensors refilled in place (a loader that reuses its buffers):
+    # each result holds its own batch's values
+    buffers = None
+    for i in range(6):
+        images, labels = raw_batch(n, size, 3, seed=seed + 201 + i, width=width)
+        if i < 3:
+            args, how = (images.clone(), labels.clone()), "new tensors, the batch before freed"
+        else:
+            buffers = buffers or (images.clone(), labels.clone())
+            buffers[0].copy_(images)
+            buffers[1].copy_(labels)
+            args, how = buffers, "the same two tensors as the call before, refilled in place with a new batch"
+        x, y = _pair(call(prepare_batch, *args, hints=HINTS, name="prepare_batch"), "prepare_batch")
+        same = x.shape == (n, 1, size, width) and close(x.squeeze(1), images) and torch.equal(y, labels.long())
+        expect(same, f"prepare_batch's result at call {i + 1} of 6 in a row ({how})", "that batch's own images and "
+               "labels", "other values: " + ("an earlier call's batch: a result kept from an earlier call (a cache "
+                                             "keyed on the tensors or their id() hands back an old batch)"
+                                             if i else _values_differ(x, images)),
+               "convert the batch you are given, every call: keep nothing between calls")
+        del args, x, y
     sizes = ", ".join(f"{n}x{h}x{w}" for n, h, w in cases)
     return f"float32 (N, 1, H, W) images and int64 (N,) labels; forward, loss and backward run for batches {sizes}"
 
