@@ -160,10 +160,11 @@ with tc.accelerator(device) as gpu:
 # simulated `cuda:0`, so a tensor left on the CPU is caught even here.
 #
 # **3a.** `to_device(batch, device)`: return the batch with **every tensor** moved to `device` (only its device
-# changes: its dtype, its values and, for a tensor that requires grad, its autograd graph stay; no `.detach()`). A batch can be a tuple, a list or a dict; keep its type (a tuple stays a
-# tuple, a list a list, a dict a dict), and leave non-tensor items (ids, strings, numbers, NumPy arrays) as they
-# are: not converted, not deep-copied (a mover that recurses into nested lists and dicts may hand those back
-# rebuilt, holding the same items).
+# changes: its dtype, its values and, for a tensor that requires grad, its autograd graph stay; no `.detach()`). A
+# batch can be a tuple, a list or a dict; keep its type (a tuple stays a tuple, a list a list, a dict a dict), and
+# leave non-tensor items (ids, strings, numbers, NumPy arrays) as they are: not converted, not deep-copied. The
+# batch's own items are what counts: a list or dict inside it (of ids, say) is an item like any other, which a mover
+# may leave as it is or, if it recurses, hand back rebuilt, holding the same items.
 
 # %% nbgrader={"grade": false, "grade_id": "to_device", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def to_device(batch, device):

@@ -353,9 +353,9 @@ if device.type == "cpu":
 # ## 3 · Fix it
 #
 # **3a.** `make_scaler(device)`: return a `torch.amp.GradScaler` for `device` (a `torch.device` or a name such as
-# `"cpu"`) that is **enabled** on that device, also on a machine without CUDA: built for that device's type (a CUDA
-# device gets a scaler for `"cuda"`, the CPU one for `"cpu"`, an Apple GPU one for `"mps"`), whichever device is
-# passed. Keep the default initial scale (65536).
+# `"cpu"`) that is **enabled** on that device (the CPU's too, on a machine without CUDA): built for that device's
+# type (a CUDA device gets a scaler for `"cuda"`, the CPU one for `"cpu"`, an Apple GPU one for `"mps"`), whichever
+# device is passed. Keep the default initial scale (65536).
 
 # %% nbgrader={"grade": false, "grade_id": "make_scaler", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_scaler(device):

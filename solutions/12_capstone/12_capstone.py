@@ -270,9 +270,9 @@ examine(to_device_both, prepare_labels_fixed, accumulate_step_as_found, evaluate
 # %% [markdown] nbgrader={"grade": false, "grade_id": "fix_md", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **3a. The device (lesson 01).** `to_device(batch, device)`: return the batch with **every tensor** moved to
 # `device` (only its device changes: its dtype, its values and, for a tensor that requires grad, its autograd graph
-# stay; no `.detach()`). A batch can be a tuple, a list or a dict; keep its
-# type (a tuple stays a tuple, a list a list, a dict a dict), and leave non-tensor items (ids, strings, numbers, NumPy
-# arrays) as they are: not converted, not deep-copied.
+# stay; no `.detach()`). A batch can be a tuple, a list or a dict; keep its type (a tuple stays a tuple, a list a
+# list, a dict a dict), and leave non-tensor items (ids, strings, numbers, NumPy arrays) as they are: not converted,
+# not deep-copied. The batch's own items are what counts: a list or dict inside it is an item like any other.
 
 # %% nbgrader={"grade": false, "grade_id": "to_device", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def to_device(batch, device):

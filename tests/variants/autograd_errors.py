@@ -293,3 +293,10 @@ BLIND15 = {  # blind round 15: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND15.items():
     VARIANTS[f"blind15_{_name}"] = _spec
+BLIND16 = {  # blind round 16: cases that were misgraded, graded right since
+    # Trains a deep copy: the returned losses of one call are exactly the reference's, h starts at None and is carri
+    'train_deepcopies_model': {'cells': {'sgd_update': 'def sgd_update(params, lr):\n    """p <- p - lr * p.grad, in place, for every p with a gradient: each p stays the same leaf tensor."""\n    with torch.no_grad():\n        for p in params:\n            if p.grad is not None:\n                p -= lr * p.grad\n', 'train': 'import copy\n\ndef train(model, batches, lr):\n    """Truncated BPTT with a hand-written SGD step: one step per chunk, hidden state carried and detached."""\n    model = copy.deepcopy(model)            # \'pure function\': do not mutate the caller\'s model\n    losses, h = [], None\n    for x, y in batches:\n        model.zero_grad()\n        if h is not None:\n            h = h.detach()\n        pred, h = model(x, h)\n        loss = F.mse_loss(pred, y)\n        loss.backward()\n        sgd_update(model.parameters(), lr)\n        losses.append(loss.item())\n    return losses\n', 'validate': 'def validate(model, batches):\n    """Mean MSE over the chunks (hidden state carried), as a float, without building a graph."""\n    total, h = 0.0, None\n    with torch.no_grad():\n        for x, y in batches:\n            pred, h = model(x, h)\n            total += F.mse_loss(pred, y).item()\n    return total / len(batches)\n'},
+        'lost': {'check_train': 'train never ran the model it was given', 'check_hidden_detached': 'forward passes of the model in a first call of train on', 'check_train_gradients': 'forward passes of the model in a first call of train on'}},
+}
+for _name, _spec in BLIND16.items():
+    VARIANTS[f"blind16_{_name}"] = _spec

@@ -897,3 +897,10 @@ BLIND15 = {  # blind round 15: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND15.items():
     VARIANTS[f"blind15_{_name}"] = _spec
+BLIND16 = {  # blind round 16: cases that were misgraded, graded right since
+    # Moves only the top-level tensors: a tensor inside a nested list/dict (e.g. {'x': x, 'aux': [mask, idx]}) stays
+    'td_top_level_only': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    if isinstance(batch, dict):\n        return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}\n    return type(batch)(v.to(device) if torch.is_tensor(v) else v for v in batch)\n', 'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n    """Cross-entropy with balanced class weights, built on the logits\' device."""\n    n_total, n_classes = sum(class_counts), len(class_counts)\n    weights = [n_total / (n_classes * c) for c in class_counts]\n    weight = torch.tensor(weights, device=logits.device, dtype=logits.dtype)\n    return torch.nn.functional.cross_entropy(logits, targets, weight=weight)\n', 'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {}},
+}
+for _name, _spec in BLIND16.items():
+    VARIANTS[f"blind16_{_name}"] = _spec

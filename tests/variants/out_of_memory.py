@@ -583,3 +583,16 @@ BLIND14 = {  # blind round 14: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND14.items():
     VARIANTS[f"blind14_{_name}"] = _spec
+BLIND16 = {  # blind round 16: cases that were misgraded, graded right since
+    # Casts the batch to float32 ('data float32', lesson 02): a no-op on float32, but on the grader's float64 model 
+    'cast_inputs_float32': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    inputs = inputs.float()                   # data float32, as lesson 02 taught\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_accumulated_grads': '`accumulate_step` on cpu, batch'}},
+    # Off-by-one in the slicing loop: range(0, N - size, size) skips the last micro-batch, so the gradient and the r
+    'off_by_one_last_piece': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    size = len(inputs) // micro_batches\n    optimizer.zero_grad()\n    total = 0.0\n    for start in range(0, len(inputs) - size, size):\n        loss = loss_fn(model(inputs[start:start + size]), targets[start:start + size]) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_accumulated_grads': "tches=4, loss_fn nn.CrossEntropyLoss()): expected the full batch's gra", 'check_one_step': 'the returned loss (batch'}},
+    # Turns grad mode OFF on the way out 'to save memory between steps': its own steps are exact (it turns it on aga
+    'grad_off_after_step': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    torch.set_grad_enabled(True)\n    inputs, targets = batch\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    torch.set_grad_enabled(False)        # no graphs between steps: saves memory until the next call\n    return total\n'},
+        'lost': {'check_one_step': 'the step switched autograd off for the whole process'}},
+}
+for _name, _spec in BLIND16.items():
+    VARIANTS[f"blind16_{_name}"] = _spec

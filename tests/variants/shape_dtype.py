@@ -384,3 +384,10 @@ BLIND14 = {  # blind round 14: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND14.items():
     VARIANTS[f"blind14_{_name}"] = _spec
+BLIND16 = {  # blind round 16: cases that were misgraded, graded right since
+    # Memoises by id(): Python reuses the id of a freed tensor for the next one, so a new batch often gets an OLD ba
+    'id_keyed_cache': {'cells': {'prepare_batch': '_converted = {}\n\ndef prepare_batch(images, labels):\n    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""\n    # each epoch revisits the same batches: convert each batch only once\n    key = (id(images), id(labels))\n    if key not in _converted:\n        _converted[key] = (images.unsqueeze(1).float(), labels.long())\n    return _converted[key]\n', 'build_model': 'def build_model(size=12, classes=3):\n    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""\n    from torch import nn\n    return nn.Sequential(\n        nn.Conv2d(1, 8, kernel_size=3, padding=1),\n        nn.ReLU(),\n        nn.MaxPool2d(2),\n        nn.Flatten(),\n        nn.Linear(8 * (size // 2) * (size // 2), classes),\n    )\n', 'regression_loss': 'def regression_loss(pred, target):\n    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""\n    from torch.nn import functional as F\n    return F.mse_loss(pred.squeeze(1), target.to(pred.dtype))\n'},
+        'lost': {'check_prepare_batch': "an earlier call's batch"}},
+}
+for _name, _spec in BLIND16.items():
+    VARIANTS[f"blind16_{_name}"] = _spec

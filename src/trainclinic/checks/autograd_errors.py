@@ -261,15 +261,19 @@ def _counts_right(c, calls, starts, first):
     return (len(starts) < 2 or starts[1] == first) and len(calls) - starts[-1] == c["n_batches"]
 
 
+_NOT_RUN = ("train never ran the model it was given: a copy of it (copy.deepcopy(model)) trains the copy and leaves "
+            "the caller's model as it was. Train the model you are given (a second epoch is a second call on it)")
+
+
 def _forwards(c, watch, device, starts=(0,), calls=None):
     calls = watch.calls if calls is None else calls
     if len(starts) > 1:
         expect(starts[1] == watch.first, f"forward passes of the model in a first call of train on {watch.first} "
                f"chunks ({_describe(c, device)})", f"one per chunk, {watch.first}", starts[1],
-               "call model(x, h) once per chunk, in order")
+               _NOT_RUN if not starts[1] else "call model(x, h) once per chunk, in order")
     n = len(calls) - starts[-1]
     expect(n == c["n_batches"], f"forward passes of the model in train ({_describe(c, device)})",
-           f"one per chunk, {c['n_batches']}", n, "call model(x, h) once per chunk, in order")
+           f"one per chunk, {c['n_batches']}", n, _NOT_RUN if not n else "call model(x, h) once per chunk, in order")
     chunks = watch.chunks[-n:]
     for k, (call_, x) in enumerate(zip(calls[starts[-1]:], chunks)):
         seen = call_["x"]

@@ -101,12 +101,13 @@ def _rank_job(rank, world, train, case, ckpt_path):
     after = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}
     dataset.marks.append((len(dataset.seen), params_digest(model), steps[0], backwards[0]))  # the last pass's end
     finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()})
     exists = os.path.exists(ckpt_path)
     # as lists: pickling a tensor in a fresh fork first imports torch's serialization machinery (3 s)
     state = {k: v.detach().tolist() for k, v in model.state_dict().items()} if rank == 0 else None
     return {"exists": exists, "before": before, "after": after, "finite": finite, "seen": dataset.seen, "saves": saves,
             "state": state, "steps": steps[0], "evaluated": dataset.evaluated, "marks": dataset.marks,
-            "fed": fed[0]}
+            "fed": fed[0], "dtypes": dtypes}
 
 
 class _TrainingReads(Recorded):
@@ -243,6 +244,10 @@ def check_same_parameters(train, seed=0):
     outs = run.values
     for r, out in enumerate(outs):
         expect(out["finite"], f"rank {r}'s parameters after training", "finite values", "NaN or inf")
+        expect(out["dtypes"] == ["float32"], f"the dtype of rank {r}'s model (the caller's) after training",
+               "float32, as the caller gave it", ", ".join(out["dtypes"]),
+               "train the model in the dtype it comes in: converting it (model.double()) changes the caller's "
+               "model, whose float32 inputs then no longer fit it")
         for part in ("body", "head"):
             share = math.ceil(case["n"] / case["world"])
             expect(out["after"][part] != out["before"][part], f"rank {r}'s `{part}` parameters after training",
@@ -262,6 +267,12 @@ def check_same_parameters(train, seed=0):
                "identical on every rank (DDP averages the gradients, so every rank takes the same step)",
                ", ".join(f"rank {r}: {d[part]}" for r, d in enumerate(digests)),
                "wrap the model in DistributedDataParallel and step an optimizer over its parameters on every rank")
+    blind = [r for r, out in enumerate(outs) if not out["seen"]]
+    expect(not blind, "the batches each rank trained on", "read through the data set train is given (dataset[i], "
+           "as its DataLoader does), so that the parameters can be compared with SGD's on them",
+           f"no sample read through it on rank {', '.join(map(str, blind))}: the parameters cannot be checked",
+           "iterate a DataLoader over `dataset` itself (with its default num_workers=0): the checks see the batches "
+           "through its reads")
     want = _replay(case, outs)
     if want is not None:  # reads that do not split into the sampler's batches: check_sharding says why
         got = {k: torch.tensor(v, dtype=torch.float64) for k, v in outs[0]["state"].items()}
@@ -292,7 +303,8 @@ def _replay(case, outs):
             mine = [seen[e * len(seen) // epochs:(e + 1) * len(seen) // epochs] for e in range(epochs)]
         parts.append(mine)
     if len({len(p) for p in parts}) != 1 or not parts[0] or any(len({len(p[e]) for p in parts}) != 1
-                                                                  for e in range(len(parts[0]))):
+                                                                  for e in range(len(parts[0]))) \
+            or not all(out["seen"] for out in outs):
         return None
     dataset = data.blobs(n=case["n"], features=8, classes=3, seed=case["data_seed"])
     model = TwoHeads(seed=case["model_seed"])
@@ -322,9 +334,12 @@ def _segments(out):
     parts = []
     if marks[0][0]:  # reads before the first pass: not through a DataLoader
         parts.append(seen[:marks[0][0]])
-    for (start, before, stepped, back), (end, after, steps, backs) in zip(marks, marks[1:]):
-        if end > start and (after != before or steps > stepped or backs > back):  # (steps: on a model's copy, too)
-            parts.append(seen[start:end])
+    passes = [(start, end, after != before or steps > stepped or backs > back)  # (steps: on a model's copy, too)
+              for (start, before, stepped, back), (end, after, steps, backs) in zip(marks, marks[1:]) if end > start]
+    # passes that trained nothing at all (every batch skipped, say) are still the epochs: whether they trained is
+    # check_same_parameters's
+    trained = any(t for _, _, t in passes)
+    parts += [seen[start:end] for start, end, t in passes if t or not trained]
     return parts
 
 
@@ -405,6 +420,15 @@ def check_epoch_order(train, seed=0):
     return f"{_describe(case)}: every epoch in a new order on each rank"
 
 
+def _same_state(saved, state):
+    """Whether a checkpoint's tensors hold exactly the values of rank 0's state_dict as train left it (lists)."""
+    try:
+        return set(saved) == set(state) and all(
+            torch.equal(saved[k].detach().double().cpu(), torch.tensor(v, dtype=torch.float64)) for k, v in state.items())
+    except (TypeError, RuntimeError, AttributeError):
+        return False
+
+
 @check("checkpoint")
 def check_checkpoint(train, seed=0):
     """Exactly one checkpoint, saved by rank 0 only, that loads into the unwrapped model with strict=True."""
@@ -443,6 +467,8 @@ def check_checkpoint(train, seed=0):
         if want is not None and max((v.double() - want[k].double()).abs().max().item()
                                     for k, v in model.state_dict().items()) <= 2e-6:
             final = loaded_digest
+    if loaded_digest != final and _same_state(state, run.values[0]["state"]):
+        final = loaded_digest  # rank 0's model as train left it, in another dtype (float64): the same values
     expect(loaded_digest == final, "the checkpoint's parameters", f"the trained ones ({final['head']})",
            f"others ({loaded_digest['head']})", "save after the last epoch")
     return f"{_describe(case)}: one checkpoint, saved by rank 0, loads with strict=True, holds the trained parameters"

@@ -461,7 +461,7 @@ def _number(value, what):
 @check("overflow_skipped")
 def check_overflow_skipped(amp_step, seed=0):
     """On a batch whose float16 forward pass overflows, amp_step skips the step (weights untouched) and the scale halves;
-    the next normal batch steps again."""
+    the next normal batch steps again; a bfloat16 step with NaN gradients is skipped too."""
     seen = []
     for device in _devices():
         model, (x, y), kind, _ = _setup(seed, device, dtype=torch.float16)
@@ -522,7 +522,22 @@ def check_overflow_skipped(amp_step, seed=0):
                f"{want:.5g}, the batch's loss (unscaled, whether the step was skipped or not)", f"{got:.5g}",
                "return the loss itself (loss.item()), not the scaled loss divided by the scale: scaler.update() "
                "changes the scale after a skipped step" if abs(got - 2 * want) <= 1e-3 * max(1.0, abs(want)) else "")
-        seen.append(f"{device.type}: scale {before:g} -> {after:g}")
+        # bfloat16 with an enabled scaler (as section 5 passes it): bfloat16's range rarely overflows, but a batch
+        # with a NaN in it gives NaN gradients, and the step must be skipped all the same (scaler.step does it)
+        model, (x, y), kind, _ = _setup(seed, device, dtype=torch.bfloat16)
+        bad = x.clone()
+        bad[0, 0] = float("nan")
+        start = [p.detach().clone() for p in model.parameters()]
+        what = "a batch with a NaN in it (bfloat16, an enabled scaler)"
+        _, watch = _run(amp_step, model, (bad, y), _cross_entropy, _optimizer(kind, model.parameters(), lr=0.05),
+                        _scaler(device), what, dtype=torch.bfloat16)
+        moved = [n for (n, p), s in zip(model.named_parameters(), start) if not torch.equal(p.detach(), s)]
+        expect(not moved, f"the weights after amp_step on {what}", "exactly as they were (scaler.step skips a step "
+               "whose gradients hold NaN or inf, whatever the dtype)", f"{', '.join(moved[:3])} changed" + (
+                   " (to NaN)" if any(not torch.isfinite(p).all() for p in model.parameters()) else ""),
+               "step through the scaler amp_step is given, whatever the dtype: scaler.step(optimizer), then "
+               "scaler.update() (bfloat16 needs no loss scaling, but an enabled scaler still skips a non-finite step, "
+               "and a disabled one just calls optimizer.step())" if watch.steps else "")
     return f"overflowing step skipped with the weights untouched, the scale halved, the next step taken ({'; '.join(seen)})"
 
 
