@@ -205,7 +205,7 @@ total_loss = total_loss.item()
 # `F.cross_entropy`), on the targets as they come (a loss may take class probabilities rather than class indices), in
 # the batch's dtype. Return the full batch's mean loss as a Python float (the sum of the scaled micro-batch losses, each
 # with `.item()`): a number to log, checked to float32's precision, while the gradients must match the full batch's to
-# the batch's own precision. Leave the global random stream alone (no seeding inside the step): a model with Dropout
+# the batch's own precision. Do not reseed or restore the global random stream inside the step: a model with Dropout
 # draws each step's masks from it, and a step that reseeds or puts back the random state repeats the same masks.
 
 # %% nbgrader={"grade": false, "grade_id": "accumulate_step", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -429,7 +429,7 @@ checks.check_make_scaler(make_scaler, seed=2)
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "check_amp_trains", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""amp_step computes under autocast (also with a disabled scaler), keeps float32 weights, returns the loss, and trains"""
+"""amp_step computes under autocast (float16 by default, also with a disabled scaler), keeps float32 weights, returns the loss, trains, and leaves the grad mode as it found it"""
 from trainclinic.checks import mixed_precision as checks
 checks.check_amp_trains(amp_step)
 ### BEGIN HIDDEN TESTS

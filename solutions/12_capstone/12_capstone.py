@@ -272,7 +272,8 @@ examine(to_device_both, prepare_labels_fixed, accumulate_step_as_found, evaluate
 # `device` (only its device changes: its dtype, its values and, for a tensor that requires grad, its autograd graph
 # stay; no `.detach()`). A batch can be a tuple, a list or a dict; keep its type (a tuple stays a tuple, a list a
 # list, a dict a dict), and leave non-tensor items (ids, strings, numbers, NumPy arrays) as they are: not converted,
-# not deep-copied. The batch's own items are what counts: a list or dict inside it is an item like any other.
+# not deep-copied. The batch's own items are what counts: a list or dict inside it is an item like any other, which
+# a mover may leave as it is or, if it recurses, hand back rebuilt, holding the same items.
 
 # %% nbgrader={"grade": false, "grade_id": "to_device", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def to_device(batch, device):
@@ -321,8 +322,8 @@ def worker_init_fn(worker_id):
 # `micro_batches`), computed in `micro_batches` pieces (`tensor.chunk(micro_batches)`): zero the gradients once before
 # the loop, backpropagate each piece's loss (from `loss_fn`, called as it is, on the targets as they come) **divided
 # by `micro_batches`**, step once after the loop, so that the gradients at the step equal the full batch's. Return the
-# full batch's mean loss as a Python float (the sum of the scaled pieces' losses, each with `.item()`). Leave the
-# global random stream alone (no seeding inside the step): a model with Dropout draws each step's masks from it.
+# full batch's mean loss as a Python float (the sum of the scaled pieces' losses, each with `.item()`). Do not
+# reseed or restore the global random stream inside the step: a model with Dropout draws each step's masks from it.
 
 # %% nbgrader={"grade": false, "grade_id": "accumulate_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):

@@ -227,3 +227,10 @@ BLIND16 = {  # blind round 16: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND16.items():
     VARIANTS[f"blind16_{_name}"] = _spec
+BLIND17 = {  # blind round 17: cases that were misgraded, graded right since
+    # Correct with extra harmless work: after training, every rank all-reduces its parameters with ReduceOp.AVG 'to 
+    'ok_final_param_average': {'cells': {'train': '\ndef train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    with torch.no_grad():                      # make sure every rank ends with the same weights\n        for p in model.parameters():\n            dist.all_reduce(p, op=dist.ReduceOp.AVG)\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        'lost': {}},
+}
+for _name, _spec in BLIND17.items():
+    VARIANTS[f"blind17_{_name}"] = _spec

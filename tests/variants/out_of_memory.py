@@ -596,3 +596,10 @@ BLIND16 = {  # blind round 16: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND16.items():
     VARIANTS[f"blind16_{_name}"] = _spec
+BLIND17 = {  # blind round 17: cases that were misgraded, graded right since
+    # Caches the pieces with functools.lru_cache(maxsize=None) keyed by the batch tensors: every batch ever passed s
+    'lru_cache_pieces': {'cells': {'accumulate_step': 'import functools\n\n@functools.lru_cache(maxsize=None)\ndef _pieces(inputs, targets, micro_batches):\n    """Split once per batch (cached: a training loop that re-calls with the same batch skips the work)."""\n    return list(zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)))\n\ndef accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in _pieces(inputs, targets, micro_batches):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_peak_memory': 'so tensors created in each call stay alive after it returns'}},
+}
+for _name, _spec in BLIND17.items():
+    VARIANTS[f"blind17_{_name}"] = _spec

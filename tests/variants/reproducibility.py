@@ -186,3 +186,10 @@ BLIND14 = {  # blind round 14: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND14.items():
     VARIANTS[f"blind14_{_name}"] = _spec
+BLIND17 = {  # blind round 17: cases that were misgraded, graded right since
+    # DEVICE-DEPENDENT: on a GPU machine torch's CPU generator (torch.rand(3), nn.Linear's init) is never seeded; on
+    'seed_cuda_instead_of_cpu_on_gpu': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    if torch.cuda.is_available():\n        torch.cuda.manual_seed_all(seed)   # "the GPU is where training happens"\n    else:\n        torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'def build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({w for t in texts for w in t.split()})\n    return {w: i for i, w in enumerate(words)}\n', 'make_loader': 'def make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn,\n                      generator=torch.Generator().manual_seed(seed))\n'},
+        'lost': {'check_seed_everything': 'torch.rand(3) after seed_everything'}},
+}
+for _name, _spec in BLIND17.items():
+    VARIANTS[f"blind17_{_name}"] = _spec

@@ -508,8 +508,17 @@ def check_hidden_detached(train, seed=0):
             expect(now["h_grad_fn"] is None, f"the hidden state given to chunk {chunk}",
                    "detached (grad_fn None)",
                    f"still attached to chunk {chunk - 1}'s graph (grad_fn={type(now['h_grad_fn']).__name__})", _DETACH)
+    def probe(sim):  # the hidden state stays where the model is: on a GPU a CPU h cannot meet cuda inputs
+        model = sim.model(graphs.forecaster(hidden=c["hidden"], seed=seed).to(c["dtype"]))
+        batches = [(sim.tensor(x), sim.tensor(y)) for x, y in graphs.sine_batches(
+            n_batches=3, batch_size=c["batch_size"], length=c["length"], seed=seed + 1, dtype=c["dtype"])]
+        with _reference_update(train):
+            call(train, model, batches, c["lr"], name="train", hints=HINTS,
+                 where="on 3 chunks on a simulated cuda:0 (no GPU here)")
+
+    where = gpu_probe(probe)
     return (f"each of 2 calls of train started from h=None; {len(calls) - len(starts)} chunks got the previous "
-            f"chunk's hidden state, detached ({_describe(c, device)})")
+            f"chunk's hidden state, detached ({_describe(c, device)}){where}")
 
 
 def _h_text(h, prev_out, start):
@@ -636,11 +645,18 @@ def check_validate(validate, seed=0):
                f"changed for {len(frozen)} of {len(requires)} parameters: the next training step's loss has no graph",
                "leave the parameters alone: torch.no_grad() around the loop builds no graph without freezing them")
         value = python_float(result, "validate's return value")
-        close = lambda a, b: abs(a - b) <= 1e-4 * abs(b) + 1e-7  # noqa: E731
+        # to the model's precision: the chunks' losses summed in another order differ by a few units of it, a
+        # float64 mean rounded through float32 by far more
+        rel = 1e-5 if c["dtype"] == torch.float32 else 1e-12
+        close = lambda a, b: abs(a - b) <= rel * abs(b) + 1e-30  # noqa: E731
+        digits = ".7g" if c["dtype"] == torch.float32 else ".15g"
         expect(close(value, want), f"validate's value ({_describe(c, device)}, the last chunk {cut} steps long)",
-               f"{want:.6g} (the mean of the chunks' MSE, hidden state carried)", f"{value:.6g}",
+               f"{want:{digits}} (the mean of the chunks' MSE, hidden state carried)", f"{value:{digits}}",
                "the mean of the chunks' losses (F.mse_loss of each chunk, then their mean over chunks), not the mean "
                "over every element: the chunks need not be the same length" if close(value, elements) else
+               f"that is the value to float32's precision only, not the model's ({str(c['dtype'])[6:]}): a sum kept "
+               "in float32 (a float32 tensor accumulator, or the model cast to float32) rounds it; add Python floats "
+               "(loss.item()) or keep the model's dtype" if abs(value - want) <= 1e-6 * abs(want) else
                "the mean over chunks of F.mse_loss(pred, y), with h carried from chunk to chunk as in train")
         # new weights (as after a training epoch), then called inside a no_grad block (as in an evaluation helper):
         # the loss of the model as it is now, and grad mode left off

@@ -539,6 +539,23 @@ def check_gpu_checkpoint(load_weights, seed=0):
             expect(_loaded(model, source), f"the model's weights after load_weights (file tagged {location})",
                    "the file's weights", "others", "load_state_dict(state) into the model you are given")
             where.append(f"{location} -> {device}" + (" (CUDA hidden)" if device.type == "cpu" and torch.cuda.is_available() else ""))
+        # a model on a device that is not the CPU, on any machine: torch.device("meta") (shapes without data, as a
+        # GPU's tensors are out of the CPU's reach): load_weights loads into it where it is, moving nothing
+        model = _mlp(seed, case).to("meta")
+        path = os.path.join(folder, "from_gpu_meta.pt")
+        save_tagged(_mlp(seed + 1, case).state_dict(), path, location=case["location"])
+        cpu_only = without_cuda() if torch.cuda.is_available() else contextlib.nullcontext()
+        with cpu_only, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*copying from a non-meta parameter")
+            call(load_weights, model, path, name="load_weights", where=f"(on a file saved on {case['location']}, the "
+                 "model on torch.device('meta'), standing in for a GPU)", hints={**_HINTS, "Cannot copy out of meta":
+                 "load_weights moved the model (model.to(...), model.cpu()): the model stays on its own device "
+                 "(here the meta device, standing in for a GPU); load the file's values into it where it is."})
+        moved = sorted({str(p.device) for p in model.parameters() if p.device.type != "meta"})
+        expect(not moved, "the model's device after load_weights (the model on torch.device('meta'), standing in for "
+               "a GPU)", "meta, where it was", ", ".join(moved), "load the file into the model on its own device: "
+               "moving the model (model.to(...)) is the caller's choice, not load_weights'")
+        where.append(f"{case['location']} -> meta (a model off the CPU)")
     return f"a checkpoint saved on a GPU loads: {', '.join(where)}"
 
 

@@ -57,7 +57,7 @@ def _sample_batches(seed):
     # the dict's inputs require grad (an input being optimised, as an adversarial perturbation is): .to() keeps them
     # in their graph, a mover that detaches cuts them off
     dct = {"inputs": x.detach().clone().requires_grad_(), "labels": y, "ids": ids, "epoch": 3, "weights": w, "note": None, "step": scalar, "index": raw,
-           "tokens": small[2]}
+           "tokens": small[2], "size": (n, x.shape[1])}  # a tuple inside: a mover that recurses keeps it a tuple
     return [tup, lst, dct]
 
 
@@ -527,24 +527,31 @@ def _caller_settings(train_step, case, seed, batch, loss_fn):
     be the caller's when train_step returns, also when train_step changes one for its own use (restored to the
     default, not to what it found, is a change)."""
     precision = "high" if seed % 2 == 0 else "medium"
+    threads = 1 if torch.get_num_threads() > 1 else 2  # another thread count than the one it runs with
     caller = {"torch.get_float32_matmul_precision()": precision,
-              "torch.are_deterministic_algorithms_enabled()": (True, True)}
-    saved = settings()
+              "torch.are_deterministic_algorithms_enabled()": (True, True), "torch.get_num_threads()": threads}
+    saved, default_dtype = settings(), torch.get_default_dtype()
     model, opt = _setup(case, seed, torch.device("cpu"))
+    what = (f"torch.set_float32_matmul_precision({precision!r}), torch.use_deterministic_algorithms(True, "
+            f"warn_only=True), torch.set_num_threads({threads}) and torch.set_default_dtype(torch.float64)")
     try:
         restore_settings(caller)
+        torch.set_default_dtype(torch.float64)  # (the model and the batch are float32, made before)
         given = settings()
         call(train_step, model, [t.clone() for t in batch], loss_fn, opt, torch.device("cpu"), name="train_step",
-             where=f"(on cpu) for a caller that had set torch.set_float32_matmul_precision({precision!r}) and "
-                   f"torch.use_deterministic_algorithms(True, warn_only=True)")
-        after = settings()
+             where=f"(on cpu) for a caller that had set {what}")
+        after, dtype_after = settings(), torch.get_default_dtype()
     finally:
         restore_settings(saved)
+        torch.set_default_dtype(default_dtype)
+    expect(dtype_after == torch.float64, f"the default dtype when train_step returns, for a caller that had set {what}",
+           "float64, the caller's", _name(dtype_after), "a step changes no global setting: "
+           "torch.set_default_dtype(...) stays in force for all the caller's later code (its new tensors, its "
+           "models' weights)")
     changed = [k for k in given if after[k] != given[k]]
     to_default = [k for k in changed if k in _DEFAULTS and after[k] == _DEFAULTS[k]]
-    expect(not changed, "torch's global settings when train_step returns, for a caller that had set "
-           f"torch.set_float32_matmul_precision({precision!r}) and torch.use_deterministic_algorithms(True, "
-           "warn_only=True)", "the caller's, as they were when train_step was called",
+    expect(not changed, f"torch's global settings when train_step returns, for a caller that had set {what}",
+           "the caller's, as they were when train_step was called",
            "; ".join(f"{k}: {given[k]!r} -> {after[k]!r}{' (PyTorch default)' if k in to_default else ''}"
                      for k in changed),
            "put back what the caller had (read it before changing it, e.g. torch.get_float32_matmul_precision(), "
@@ -626,6 +633,26 @@ def _fresh_masks(train_step, case, seed, batch, loss_fn):
     expect(diff <= tol, "the parameters after two train_steps on a model with Dropout (one optimizer, the caller's "
            "random stream)", "those of two plain steps, each with its own dropout mask",
            f"parameters that differ by up to {diff:.3g}")
+
+
+def _token_inputs(train_step, seed):
+    """One more step, on the CPU, with a model that starts with nn.Embedding and a batch of token ids (int64): the
+    inputs are moved, never converted (an Embedding takes integer indices, not the weights' dtype)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 23)
+        model = nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(12, 3))  # float32, 3 classes
+        tokens = torch.randint(0, 10, (6, 3))
+        labels = torch.randint(0, 3, (6,))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    before = [p.detach().clone() for p in model.parameters()]
+    call(train_step, model, [tokens, labels], nn.functional.cross_entropy, opt, torch.device("cpu"),
+         name="train_step", where="(on cpu) with a model that starts with nn.Embedding, its inputs token ids (int64)",
+         hints={"'indices' to have one of the following scalar types": "the inputs were converted: an "
+                "nn.Embedding takes integer token ids; move the inputs with .to(device) alone (their dtype is the "
+                "data's)"})
+    expect(any(not torch.equal(p.detach(), b) for p, b in zip(model.parameters(), before)),
+           "the parameters after train_step with a model that starts with nn.Embedding (token ids as inputs)",
+           "one step taken", "unchanged")
 
 
 @check("train_step")
@@ -773,6 +800,7 @@ def check_train_step(train_step, seed=0, batch_size=None):
     _caller_settings(train_step, case, seed, batch, loss_fn)
     _layer_modes(train_step, case, seed, batch, loss_fn)
     _fresh_masks(train_step, case, seed, batch, loss_fn)
+    _token_inputs(train_step, seed)
     model = _model(case, seed, torch.device("cpu"))  # real tensors: the simulation makes its fake twins
     reached = []  # what the simulation could not follow, if anything
 

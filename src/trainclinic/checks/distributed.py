@@ -257,8 +257,13 @@ def check_same_parameters(train, seed=0):
                    if out["seen"] else f"each rank's share is {share} samples, fewer than a batch of {BATCH_SIZE}: a "
                    "DataLoader with drop_last=True drops all of it" if share < BATCH_SIZE else
                    "iterate over the DataLoader in each epoch, in grad mode")
+    initial = TwoHeads(seed=case["model_seed"]).state_dict()
+    # (rank 0's values: an all-reduce of the parameters at the end, every rank's the same, may move them by a rounding)
+    aux_kept = all(torch.allclose(torch.tensor(v, dtype=torch.float64), initial[k].double(), rtol=1e-6, atol=1e-9)
+                   for k, v in outs[0]["state"].items() if k.startswith("aux."))
     for r, out in enumerate(outs):
-        expect(out["after"]["aux"] == out["before"]["aux"], f"rank {r}'s `aux` head after training",
+        expect(out["after"]["aux"] == out["before"]["aux"] or aux_kept and out["after"]["aux"] == outs[0]["after"]["aux"],
+               f"rank {r}'s `aux` head after training",
                "unchanged (the text: the main logits only, the aux head is not trained here)", "changed",
                "the loss is F.cross_entropy(logits, y) on the main logits alone")
     digests = [out["after"] for out in outs]

@@ -311,6 +311,42 @@ def _rounded_to(start, now, rel=0.0):
     return None
 
 
+def _expect_defaults(amp_step, seed, device):
+    """Called as a training loop calls it, without dtype (the signature's default, float16), step after step: the
+    grad mode is left as it was found (on, then off inside a caller's no_grad block)."""
+    model, batch, kind, _ = _setup(seed + 2000, device)
+    opt = _optimizer(kind, model.parameters(), lr=0.05)
+    with _Watch(model, opt) as watch:
+        outer = torch.is_grad_enabled()
+        try:
+            torch.set_grad_enabled(True)
+            call(amp_step, model, batch, _cross_entropy, opt, _scaler(device), name="amp_step", hints=_HINTS,
+                 restore_grad=False, where="called without dtype (its default, float16)")
+            after = torch.is_grad_enabled()
+        finally:
+            torch.set_grad_enabled(outer)
+    seen = watch.dtypes[-1] if watch.dtypes else None
+    expect(seen == torch.float16, f"the dtype of the model's first Linear output in amp_step called without dtype (on "
+           f"{device.type})", "float16, the signature's default (dtype=torch.float16)",
+           "no forward pass" if seen is None else _name(seen), "keep the signature as given: dtype=torch.float16")
+    expect(after, "autograd when amp_step returns (torch.is_grad_enabled(), called with it on)", "on, as it was",
+           "off: amp_step switched autograd off for the whole process and left it so, so the next step's forward "
+           "builds no graph and its backward() raises",
+           "leave the grad mode as you found it: `with torch.no_grad():` around a part that needs none switches it "
+           "back when the block ends (torch.set_grad_enabled(False) on its own line does not)")
+    try:
+        torch.set_grad_enabled(False)
+        with contextlib.suppress(CheckFailed):  # whether it runs there is its own business
+            call(amp_step, model, batch, _cross_entropy, opt, _scaler(device), name="amp_step", hints=_HINTS,
+                 restore_grad=False, where="called inside torch.no_grad()")
+        after = torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(outer)
+    expect(not after, "autograd when amp_step returns, called inside torch.no_grad() (a caller with autograd off)",
+           "still off, as the caller had it", "on: amp_step switched autograd on for the caller and left it so",
+           "switch autograd on only inside a block: `with torch.enable_grad():` puts back what it found when it ends")
+
+
 def _expect_master_weights(amp_step, seed, device):
     """One plain SGD step (a normal batch, a loss scale that cannot overflow): the float32 weights after it are the
     weights before minus lr x the gradients the optimizer stepped with, to float32's precision: float32 master weights,
@@ -348,7 +384,8 @@ def _expect_master_weights(amp_step, seed, device):
 @check("amp_trains")
 def check_amp_trains(amp_step, seed=0, steps=20):
     """20 amp_steps compute under autocast, keep float32 weights, return the loss as a float, and the loss falls; with a
-    disabled scaler (GradScaler(enabled=False)) amp_step still computes under autocast, and steps."""
+    disabled scaler (GradScaler(enabled=False)) amp_step still computes under autocast, and steps; called without
+    dtype it computes in float16, and it leaves the grad mode as it found it."""
     seen = []
     for device in _devices():
         model, batch, kind, dtype = _setup(seed, device)
@@ -427,6 +464,7 @@ def check_amp_trains(amp_step, seed=0, steps=20):
                    f"{', '.join(f'{n}: {_name(dict(model.named_parameters())[n].dtype)}' for n in bad[:2])}",
                    "never .half() or .to(bfloat16) the model: the optimizer must step float32 master weights")
         _expect_master_weights(amp_step, seed, device)
+        _expect_defaults(amp_step, seed, device)
         _expect_token_inputs(amp_step, seed, device, dtype)
         seen.append(f"{device.type}: {first:.3g} -> {last:.3g} in {_name(dtype)}, {stepped} steps")
     return (f"autocast on the batch's device (also with a disabled scaler), float32 weights, loss returned as a float "
@@ -644,7 +682,10 @@ def check_clip_unscaled(amp_step, seed=0):
             scaler = _scaler(device, **({"init_scale": 2.0 ** 8} if enabled else {"enabled": False}))
             scale = scaler.get_scale()
             _, watch = _run(amp_step, m, batch, loss_fn, opt, scaler, what, max_norm=max_norm, dtype=half)
-            # (one step, not two: check_grads_match_fp32's; each step's gradients: this check's)
+            # (one step, not two: check_grads_match_fp32's; each step's gradients: this check's; no step at all with
+            # a disabled scaler is check_amp_trains's: then the gradients left in p.grad are read)
+            if not enabled and not watch.steps:
+                watch.steps.append([None if p.grad is None else p.grad.detach().clone() for p in m.parameters()])
             expect(watch.steps, f"optimizer steps in amp_step with {what}", "one", "none",
                    _steps_hint(watch, scale, scaler.get_scale()))
             grads = max(watch.steps, key=lambda g: flat(g, list(m.parameters())).norm().item())

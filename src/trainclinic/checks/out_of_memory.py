@@ -334,9 +334,12 @@ def _held_after(fn, model, batch, micro_batches, calls=3):
     stale_grads(model, 0.5)  # as earlier steps leave them
     held = []
     with LiveBytes() as live:
-        for _ in range(calls):
+        for k in range(calls):
+            # a batch of its own at each call, as a loader gives (made here, dropped after: what keeps it is the step)
+            fresh = tuple(t.roll(k, 0).clone() for t in batch)
             with torch.enable_grad():  # (a step that leaves autograd off is check_one_step's to fail, not this one's)
-                fn(model, batch, nn.CrossEntropyLoss(), opt, micro_batches)
+                fn(model, fresh, nn.CrossEntropyLoss(), opt, micro_batches)
+            del fresh
             held.append(live.allocated)
         if all(b > a for a, b in zip(held, held[1:])):
             gc.collect()

@@ -110,7 +110,32 @@ def check_seed_everything(seed_everything, seed=0):
                        f"{shown(w)} (what it gives after seeding with {s})", shown(g),
                        f"the first seed_everything({s}) gave it: seed every generator at every call, even when it "
                        f"was seeded with {s} before (it has drawn since): {hint}")
-    return f"random, numpy and torch seeded with the given seed, every call (seeds {seeds})"
+        # a machine with a GPU (simulated when there is none: torch.cuda.is_available() made True during the call;
+        # CUDA's seeding waits until CUDA starts, which it never does here): the CPU's generators are seeded all the
+        # same (nn.Linear's initial weights, a DataLoader's shuffle and every CPU random draw come from them)
+        extra = ""
+        if not torch.cuda.is_available():
+            s = seeds[0] + 3
+            want = _expected(s)
+            other = (54321 + s) % 2**32
+            random.seed(other), np.random.seed(other), torch.manual_seed(other)
+            try:
+                with mock.patch.object(torch.cuda, "is_available", lambda: True), \
+                        mock.patch.object(torch.cuda, "device_count", lambda: 1):
+                    call(seed_everything, s, name="seed_everything", where=f"with seed {s}, on a machine with a GPU "
+                         "(simulated: torch.cuda.is_available() made True)")
+            except CheckFailed as exc:  # code that starts CUDA itself cannot run without a GPU: not a verdict
+                extra = f"; the simulated GPU machine was skipped, seed_everything needs a real GPU: {str(exc)[:80]}"
+            else:
+                got = _draws()
+                for name, w, g, hint in zip(names, want, got, hints):
+                    same = torch.equal(w, g) if torch.is_tensor(w) else w == g
+                    expect(same, f"{name} after seed_everything({s}) on a machine with a GPU (simulated: "
+                           "torch.cuda.is_available() made True)", f"{shown(w)} (what it gives after seeding with {s})",
+                           shown(g), f"seed the CPU's generators on every machine, a GPU or not: {hint} (it seeds the "
+                           "CPU and every GPU; torch.cuda.manual_seed_all alone seeds the GPUs only)")
+                extra = ", also on a (simulated) machine with a GPU"
+    return f"random, numpy and torch seeded with the given seed, every call (seeds {seeds}){extra}"
 
 
 # ---- worker_init_fn -------------------------------------------------------------------------------------------
