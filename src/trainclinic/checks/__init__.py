@@ -150,7 +150,9 @@ def call(fn, *args, name=None, where="", hints=None, restore_grad=True, **kwargs
     except Exception as exc:  # any error in learner code is a verdict, not a crash
         from ..device import SimulatedCuda, simulation_limit
 
-        if isinstance(exc, NotImplementedError) and not str(exc):  # the release's own `raise NotImplementedError()`
+        # the release's own `raise NotImplementedError()` (no message; re-raised from a DataLoader worker, its
+        # traceback ends with the bare name); PyTorch's own say what is not implemented
+        if isinstance(exc, NotImplementedError) and (not str(exc) or str(exc).rstrip().endswith("\nNotImplementedError")):
             raise CheckFailed(f"`{name}` is not written yet: replace `raise NotImplementedError` with your code") from None
         if SimulatedCuda.active and simulation_limit(exc):
             raise SimulationLimit(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}{_where(exc)}") from None
