@@ -30,6 +30,7 @@ from pathlib import Path
 
 from autograder.intake import STUDENT_REGEX, collect, lesson_cells
 from autograder.lessons import find, lessons as course_lessons
+from autograder.sandbox import SCRATCH
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -128,7 +129,12 @@ class Pool:
         self.settings, self.limit, self.netns, self.n = settings, limit, netns, n
 
     def _spawn(self):
-        cmd = [sys.executable, "-m", "autograder.worker", json.dumps(self.settings)]
+        # the settings go in a file: as an argument, a long list of folders to hide can pass the kernel's limit on
+        # one argument's length (E2BIG, "Argument list too long")
+        path = Path(self.settings["work"]) / "settings.json"
+        if not path.exists():
+            path.write_text(json.dumps(self.settings))
+        cmd = [sys.executable, "-m", "autograder.worker", str(path)]
         env = dict(os.environ, PYTHONPATH=str(REPO), TRAINCLINIC_NETNS="1" if self.netns else "0",
                    HOME=self.settings["work"], PYTHONUNBUFFERED="1", JUPYTER_PLATFORM_DIRS="1")
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -261,7 +267,10 @@ def _hide_list(out, submissions):
         return [p for child in sorted(path.iterdir()) for p in cover(child, depth + 1)]
 
     hide = cover(REPO) + cover(REPO.parent) + cover(Path.home()) + cover(out) + cover(Path(submissions).resolve())
-    return sorted({str(p) for p in hide})
+    # the sandbox mounts a fresh, empty tmpfs on each of these (binding back only what a kernel needs): nothing in
+    # them needs hiding one by one (a busy /tmp holds thousands of folders)
+    scratch = [Path(p) for p in SCRATCH]
+    return sorted({str(p) for p in hide if not any(p == s or p.is_relative_to(s) for s in scratch)})
 
 
 def _write_csv(path, rows, max_scores):

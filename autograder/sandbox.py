@@ -19,6 +19,7 @@ import shutil
 import sys
 
 CLONE_NEWNS = 0x00020000
+SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")  # each gets a fresh, empty tmpfs in the sandbox
 
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
@@ -62,7 +63,7 @@ def _isolate(cfg, conn):
     for path in cfg.get("hide", []):
         if os.path.isdir(path):
             libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, b"size=4k,mode=0755")
-    scratch = ("/tmp", "/var/tmp", "/dev/shm")
+    scratch = SCRATCH
     # the venv, python and trainclinic may live under /tmp (a CI clone): hold them open, bind them back read-only
     needed = [(p, os.open(p, os.O_RDONLY | os.O_DIRECTORY)) for p in cfg.get("keep", [])
               if os.path.isdir(p) and any(p == s or p.startswith(s + "/") for s in scratch)]
@@ -106,7 +107,8 @@ def _drop_caps():
 
 
 def main(argv):
-    cfg = json.loads(argv[1])
+    with open(argv[1]) as f:
+        cfg = json.load(f)
     conn = argv[argv.index("-f") + 1]
     if cfg.get("isolate") and os.geteuid() == 0:
         conn = _isolate(cfg, conn)

@@ -74,7 +74,8 @@ def _kernelspec(tdir, settings, home):
            "isolate": settings["isolate"],
            "user": 65534 if settings["isolate"] and settings.get("real_root") and _others_can_reach(sys.executable, HERE, tdir) else None, "home": str(home), "task": str(tdir),
            "python": sys.executable, "guard": str(HERE / "guard.py"), "threads": settings.get("threads", 1)}
-    argv = [sys.executable, str(HERE / "sandbox.py"), json.dumps(cfg), "-f", "{connection_file}"]
+    (spec / "sandbox.json").write_text(json.dumps(cfg))  # a file, not an argument: see grade.Pool._spawn
+    argv = [sys.executable, str(HERE / "sandbox.py"), str(spec / "sandbox.json"), "-f", "{connection_file}"]
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "trainclinic (grading)", "language": "python"}))
     return share
 
@@ -191,7 +192,7 @@ def _network_off():
 
 
 def main():
-    settings = json.loads(sys.argv[1])
+    settings = json.loads(Path(sys.argv[1]).read_text())
     _SETTINGS.update(settings)
     try:  # die with the parent: an interrupted run leaves no orphan graders behind
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)

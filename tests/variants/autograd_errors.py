@@ -308,5 +308,10 @@ BLIND17 = {  # blind round 17: cases that were misgraded, graded right since
     'val_float32_tensor_accumulator': {'cells': {'sgd_update': 'def sgd_update(params, lr):\n    """p <- p - lr * p.grad, in place, for every p with a gradient: each p stays the same leaf tensor."""\n    with torch.no_grad():\n        for p in params:\n            if p.grad is not None:\n                p -= lr * p.grad\n', 'train': 'def train(model, batches, lr):\n    """Truncated BPTT with a hand-written SGD step: one step per chunk, hidden state carried and detached."""\n    losses, h = [], None\n    for x, y in batches:\n        model.zero_grad()\n        if h is not None:\n            h = h.detach()\n        pred, h = model(x, h)\n        loss = F.mse_loss(pred, y)\n        loss.backward()\n        sgd_update(model.parameters(), lr)\n        losses.append(loss.item())\n    return losses\n', 'validate': 'def validate(model, batches):\n    """Mean MSE over the chunks (hidden state carried), as a float, without building a graph."""\n    total = torch.zeros(())               # a tensor accumulator: no graph, no .item() sync per chunk\n    h = None\n    with torch.no_grad():\n        for x, y in batches:\n            pred, h = model(x, h)\n            total += F.mse_loss(pred, y).cpu()\n    return (total / len(batches)).item()\n'},
         'lost': {'check_validate': "that is the value to float32's precision only"}},
 }
+# A CUDA build without a driver (Colab's CPU runtime) takes a device guard in the RNN before PyTorch's own device
+# check: the simulated cuda:0 cannot follow that call there, and the probe is skipped (its success line says so)
+import torch as _torch  # noqa: E402
+if _torch.backends.cuda.is_built() and not _torch.cuda.is_available():
+    BLIND17.pop('train_h_parked_on_cpu')
 for _name, _spec in BLIND17.items():
     VARIANTS[f"blind17_{_name}"] = _spec
