@@ -251,9 +251,9 @@ examine(to_device_as_found, prepare_batch_as_found, accumulate_step_as_found, ev
 examine(to_device_both, prepare_labels_fixed, accumulate_step_as_found, evaluate_as_found, LR_AS_FOUND)
 
 # %% [markdown]
-# Now its five steps run, and the learning rate joins the validation's two problems: the loss on the same first batch,
-# with the same Dropout masks, after the steps against before (lesson 04). Each finding has its evidence in numbers,
-# its lesson and a one-line fix.
+# Now its five steps run, and the learning rate joins the validation's two problems: the training loss thrown up a
+# hundredfold, or the loss on the same first batch, with the same Dropout masks, after the steps against before
+# (lesson 04). Each finding has its evidence in numbers, its lesson and a one-line fix.
 #
 # **What it does not see**, and why (the README's "honest limits"): the labels left on the CPU (on a CPU-only
 # machine the code is correct; on a GPU the step raises and the clinic reports it, lesson 01); the accumulation

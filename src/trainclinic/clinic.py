@@ -33,6 +33,7 @@ THRESHOLDS = {
     "exploding_ratio": 1e3,  # ... above this: exploding (lesson 05)
     "exploding_norm": 30.0,  # total gradient norm at the first step (before any update) above this: exploding (05)
     "loss_rise": 2.0,  # loss on the first batch after the steps / before, above this: learning rate too high (04)
+    "loss_spike": 100.0,  # a later step's training loss / the first step's, above this: learning rate too high (04)
     "headroom": 0.10,  # estimated peak above (1 - this) x the memory budget: out of memory soon (03)
     "accumulation": 1e-6,  # same batch twice: |g2 - g1| / |g1| above this, along g1: zero_grad forgotten (10)
     "accumulation_cosine": 0.99,  # ... and cos(g2 - g1, g1) above this (nondeterministic noise points anywhere)
@@ -901,6 +902,17 @@ class _Clinic:
     def check_lr(self, batch, main, log, saved):
         if any(p in self.report.problems for p in ("lr", "nonfinite", "exploding")):
             return
+        losses = log.loss_values
+        if len(losses) > 1 and math.isfinite(losses[0]) and losses[0] > 0:
+            peak = max(range(1, len(losses)), key=lambda i: losses[i] if math.isfinite(losses[i]) else math.inf)
+            if not math.isfinite(losses[peak]) or losses[peak] > THRESHOLDS["loss_spike"] * losses[0]:
+                # a loss thrown far up can land anywhere after: the first batch's loss may be back near its start
+                values = " -> ".join(f"{v:.4g}" for v in losses[: peak + 1])
+                self.report.add("lr", f"the training loss went {values}: step {peak}'s loss is x"
+                                f"{losses[peak] / losses[0]:.3g} the first step's (> x{THRESHOLDS['loss_spike']:g})",
+                                "04", "a learning rate 10x lower (or clip the gradient norm); watch the loss with "
+                                "tc.LivePlot")
+                return
         saved.rewind()  # the same random state (dropout masks) for both measurements
         before = self.loss_on(batch, None)
         saved.rewind()
