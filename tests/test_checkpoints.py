@@ -72,3 +72,21 @@ def test_without_cuda_makes_torch_load_refuse_cuda_and_restores():
         with pytest.raises(Exception, match="Attempting to deserialize object on a CUDA device"):
             torch.load(io.BytesIO(blob), weights_only=True)
     assert torch.cuda.is_available is real
+
+
+def test_save_check_sees_a_model_moved_off_its_device(monkeypatch):
+    """check_resume's GPU probe, exercised here with the meta device standing in for a GPU: the lesson's
+    save_checkpoint leaves the model where it is; one that moves it (to the CPU) fails with the device it left."""
+    from trainclinic.checks import CheckFailed
+    from trainclinic.checks import checkpoints as ck
+
+    def moves(path, model, *rest):
+        model.to_empty(device="cpu")  # meta -> CPU (a model.cpu() on a GPU; meta tensors have no data to copy)
+        ck.reference_save_checkpoint(path, model, *rest)
+
+    monkeypatch.setattr(ck, "devices", lambda: [torch.device("cpu"), torch.device("meta")])
+    case = ck._case(0)
+    ck._save_keeps_device(ck.reference_save_checkpoint, case, 0)
+    with pytest.raises(CheckFailed, match=r"the model's device after save_checkpoint \(the model on meta\): "
+                                          r"expected meta, where it was, observed cpu"):
+        ck._save_keeps_device(moves, case, 0)

@@ -182,7 +182,9 @@ def to_device(batch, device):
 # `n_total / (n_classes * class_counts[c])` (rare classes count more). `class_counts` is a Python list. The weight
 # tensor must be created **on the logits' device, with their dtype**. Compute the weights before that conversion,
 # as Python numbers (or in float64 on the CPU): with float16 logits (mixed precision) and a data set of more than
-# 65504 samples, a total computed in float16 is `inf`. Return the loss tensor.
+# 65504 samples, a total computed in float16 is `inf`. The loss must stay finite wherever the cross-entropy is: a
+# confidently wrong row (its target's logit 120 below the largest) costs about 120, not `inf`, in float32 (in float16
+# already at 20). Return the loss tensor.
 
 # %% nbgrader={"grade": false, "grade_id": "class_weighted_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def class_weighted_loss(logits, targets, class_counts):
@@ -202,9 +204,9 @@ def class_weighted_loss(logits, targets, class_counts):
 # choice), and return the loss as a Python float (`loss.item()`). Change nothing else of the caller's: the labels
 # keep their dtype (the `loss_fn` may take class indices or float targets), frozen parameters stay frozen, the
 # optimizer keeps its parameter groups and state, the model stays in training mode (its forward in the step too),
-# and global settings (autograd, anomaly detection, the random seed, matmul precision) are as they were, the
-# caller's values, which need not be PyTorch's defaults: autograd is on when `train_step` is called and must still
-# be on when it returns.
+# and global settings (autograd, anomaly detection, the random seed, matmul precision, the default dtype and
+# device) are as they were, the caller's values, which need not be PyTorch's defaults: autograd is on when
+# `train_step` is called and must still be on when it returns.
 
 # %% nbgrader={"grade": false, "grade_id": "train_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_step(model, batch, loss_fn, optimizer, device):

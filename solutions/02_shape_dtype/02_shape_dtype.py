@@ -258,9 +258,10 @@ def build_model(size=12, classes=3):
 
 # %% [markdown]
 # **3c.** `regression_loss(pred, target)`: the mean squared error of a regression head's output `pred` (`float32`,
-# shape `(N, 1)`) against targets as the loader gives them (`float64`, shape `(N,)`). Return a `float32` scalar tensor
-# that is the real MSE (no broadcasting, for any `N`, a batch of one included; no float64 creeping into the loss and its
-# backward: the check watches every operation inside your function).
+# shape `(N, 1)`) against targets as the loader gives them (`float64`, shape `(N,)`). Return a scalar tensor in `pred`'s
+# dtype, `float32` (whatever torch's default dtype), that is the real MSE (no broadcasting, for any `N`, a batch of one
+# included; no float64 creeping into the loss and its backward: the check watches every operation inside your
+# function).
 
 # %% nbgrader={"grade": false, "grade_id": "regression_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def regression_loss(pred, target):

@@ -206,7 +206,9 @@ total_loss = total_loss.item()
 # the batch's dtype. Return the full batch's mean loss as a Python float (the sum of the scaled micro-batch losses, each
 # with `.item()`): a number to log, checked to float32's precision, while the gradients must match the full batch's to
 # the batch's own precision. Do not reseed or restore the global random stream inside the step: a model with Dropout
-# draws each step's masks from it, and a step that reseeds or puts back the random state repeats the same masks.
+# draws each step's masks from it, and a step that reseeds or puts back the random state repeats the same masks. Leave
+# torch's defaults alone too (no `torch.set_default_dtype` or `torch.set_default_device`: they hold for the whole
+# process after the step returns).
 
 # %% nbgrader={"grade": false, "grade_id": "accumulate_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):

@@ -217,7 +217,8 @@ def evaluate(model, loader):
 # The model may arrive **in eval mode**, whole or in part (your `evaluate` at the end of the previous epoch leaves it as
 # it found it, but other code may not; `model.training` is the top module's flag only, and may be `True` while its
 # layers are in eval mode): make sure every step trains in training mode, every layer of it (a forward pass under
-# `torch.no_grad()` between steps, e.g. to measure, is not a step). Move each batch to the model's device.
+# `torch.no_grad()` between steps, e.g. to measure, is not a step). Move each batch to the model's device. Do not
+# reseed the global random stream inside it: every epoch would draw the same Dropout masks.
 
 # %% nbgrader={"grade": false, "grade_id": "train_epoch", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_epoch(model, loader, optimizer):

@@ -393,7 +393,7 @@ def load_weights(model, path):
 # %% [markdown]
 # **3d.** `fit(model, optimizer, scheduler, loader, evaluate, epochs, folder)`: a training loop that survives being
 # stopped. `evaluate()` (no arguments) returns the validation loss of the model as it is. `folder` (a
-# `pathlib.Path` or a `str`: accept both) may not exist yet: create it.
+# `pathlib.Path` or a `str`: accept both) may not exist yet, nor its parent folders: create them.
 # - If `folder/"last.pt"` exists, `resume` from it; otherwise start at epoch 0 with `best_loss = float("inf")`.
 # - For each epoch from there up to `epochs` (not included; every one, even when the loss stops improving: no early
 #   stopping), in this order: `train_epoch(model, optimizer, loader)` (defined in section 2), then `scheduler.step()`,

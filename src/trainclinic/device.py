@@ -210,6 +210,14 @@ def _on_cpu_twins(func, args, kwargs, exc):
     return tree_map(back, out)
 
 
+def _put_defaults(dtype, device):
+    """torch's default dtype and device set back to these, where they changed."""
+    if torch.get_default_dtype() != dtype:
+        torch.set_default_dtype(dtype)
+    if torch.get_default_device() != device:
+        torch.set_default_device(None if device.type == "cpu" else device)
+
+
 class SimulatedCuda:
     """A fake cuda:0 built on PyTorch's FakeTensorMode: shapes, dtypes and devices are real, data is not.
 
@@ -248,6 +256,9 @@ class SimulatedCuda:
         stack = contextlib.ExitStack()
         try:
             stack.callback(torch.set_grad_enabled, torch.is_grad_enabled())
+            # code run here may set torch's default device to the fake cuda:0 (or the default dtype): put them back,
+            # or every later tensor of the process asks for a CUDA this machine does not have
+            stack.callback(_put_defaults, torch.get_default_dtype(), torch.get_default_device())
             stack.callback(self._restore_modules)
             patches = [
                 (torch.autograd, "backward", self._count_backward),

@@ -68,7 +68,7 @@ VARIANTS = {
     # no barrier after the save: the other rank returns before the checkpoint exists
     "no_barrier_after_save": {
         "cells": {"train": train_with(("    dist.barrier()\n", ""))},
-        "lost": {"check_checkpoint": "not there yet on rank 1"},
+        "lost": {"check_checkpoint": "not there yet, or half written, on rank 1"},
     },
     # the barrier inside the `if rank == 0:` (rank 1 never calls it)
     "barrier_on_rank0_only": {
@@ -234,3 +234,15 @@ BLIND17 = {  # blind round 17: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND17.items():
     VARIANTS[f"blind17_{_name}"] = _spec
+
+
+BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
+    # Typo-class bug: set_epoch(step) instead of set_epoch(epoch); step is the previous epoch's last batch index. On
+    'set_epoch_stale_step_variable': {'cells': {'train': 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    step = 0\n    for epoch in range(epochs):\n        sampler.set_epoch(step)          # meant `epoch`: `step` is the previous epoch\'s last batch index\n        for step, (x, y) in enumerate(loader):\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        'lost': {'check_epoch_order': 'the order of epoch 2 against epoch 1: expected a different order'}},
+    # Replaces the barrier by polling for the file on the other ranks (avoiding 'a collective on some ranks'). The f
+    'poll_for_file_instead_of_barrier': {'cells': {'train': 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    """DDP training on `world` ranks: sharded, reshuffled data; one checkpoint from rank 0."""\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    else:\n        while not os.path.exists(ckpt_path):      # no collective on some ranks only: poll the file system instead\n            time.sleep(0.005)\n'},
+        'lost': {'check_checkpoint': 'when train returned on each rank, the checkpoint: expected completely'}},
+}
+for _name, _spec in BLIND18.items():
+    VARIANTS[f"blind18_{_name}"] = _spec

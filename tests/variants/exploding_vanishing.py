@@ -410,3 +410,12 @@ BLIND16 = {  # blind round 16: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND16.items():
     VARIANTS[f"blind16_{_name}"] = _spec
+
+
+BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
+    # Clips inside an optimizer step pre-hook ('so clipping can never be forgotten') registered on EVERY call and ne
+    'cs_step_pre_hook_never_removed': {'cells': {'grad_norms': 'def grad_norms(model):\n    """(total gradient norm, {layer name: gradient norm of that layer\'s own parameters})."""\n    with torch.no_grad():\n        layers = {}\n        for name, module in model.named_modules():\n            gs = [p.grad for p in module.parameters(recurse=False) if p.grad is not None]\n            if gs:\n                layers[name] = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in gs])).item()\n        grads = [p.grad for p in model.parameters() if p.grad is not None]\n        if not grads:\n            return 0.0, {}\n        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()\n    return total, layers\n', 'clipped_step': 'def clipped_step(model, batch, loss_fn, optimizer, max_norm):\n    """One training step with the total gradient norm clipped to max_norm; returns (loss, norm before clipping)."""\n    params = list(model.parameters())\n    inputs, targets = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), targets)\n    loss.backward()\n    norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])\n    def clip_before_update(opt, args, kwargs):                 # clip right before the update\n        torch.nn.utils.clip_grad_norm_(params, max_norm)\n    optimizer.register_step_pre_hook(clip_before_update)\n    optimizer.step()\n    return loss.item(), norm.item()\n', 'build_deep_net': 'def build_deep_net(inputs, hidden, outputs, depth):\n    """A `depth`-layer MLP whose gradients reach its first layer."""\n    layers, width = [], inputs\n    for _ in range(depth):\n        linear = nn.Linear(width, hidden)\n        nn.init.kaiming_normal_(linear.weight, nonlinearity="relu")\n        nn.init.zeros_(linear.bias)\n        layers += [linear, nn.ReLU()]\n        width = hidden\n    layers.append(nn.Linear(width, outputs))\n    return nn.Sequential(*layers)\n'},
+        'lost': {'check_clipped_step': "the gradients a plain optimizer.step() of the caller's used, after clipped_step returned"}},
+}
+for _name, _spec in BLIND18.items():
+    VARIANTS[f"blind18_{_name}"] = _spec

@@ -183,7 +183,7 @@ PER_MODULE_MODES = '''def evaluate(model, loader):
     return hits.item() / count'''
 
 RESEEDS = '''def train_epoch(model, loader, optimizer):
-    torch.manual_seed(0)                                    # reproducible Dropout masks: still a correct epoch
+    torch.manual_seed(0)                                    # "reproducible": every epoch the same Dropout masks
     model.train()
     device = next(model.parameters()).device
     total, count = 0.0, 0
@@ -281,7 +281,8 @@ VARIANTS = {
                           "lost": {"check_evaluate_no_grad": "autograd after evaluate returns"}},
     "restores_the_root_flag_only": {"cells": {"evaluate": ROOT_FLAG_RESTORED},
                                     "lost": {"check_evaluate_restores": "`model.training = ...` sets only the top module's flag"}},
-    "reseeds_the_rng": {"cells": {"train_epoch": RESEEDS}, "lost": {}},
+    "reseeds_the_rng": {"cells": {"train_epoch": RESEEDS},  # (the text forbids it since blind round 18)
+                        "lost": {"check_train_epoch": "train_epoch reseeds the global random stream"}},
     "blind_correct_idioms": {"cells": {"evaluate": PER_MODULE_MODES, "train_epoch": ENABLE_GRAD_FMEAN}, "lost": {}},
     "mean_over_samples": {"cells": {"train_epoch": PER_SAMPLE_MEAN},
                           "lost": {"check_train_epoch": "that is the mean over samples"}},

@@ -274,3 +274,15 @@ BLIND17 = {  # blind round 17: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND17.items():
     VARIANTS[f"blind17_{_name}"] = _spec
+
+
+BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
+    # Runs an unscaled backward first (to log a gradient norm) and then the scaled one WITHOUT zeroing: the gradient
+    'bad_backward_twice_for_logging': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    return torch.amp.GradScaler(torch.device(device).type)\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        loss = loss_fn(model(inputs), targets)\n    # first the plain backward, to log the true gradient norm (keep the graph for the scaled one)\n    loss.backward(retain_graph=True)\n    true_norm = sum(p.grad.float().norm() ** 2 for p in model.parameters() if p.grad is not None) ** 0.5\n    scaler.scale(loss).backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item()\n'},
+        'lost': {'check_grads_match_fp32': 'the gradients optimizer.step() used on a disabled scaler, GradScaler(enabled=False) (bfloat16'}},
+    # Computes right, but sets the device's GLOBAL default autocast dtype (torch.set_autocast_dtype) and never resto
+    'bad_set_autocast_dtype_leak': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    return torch.amp.GradScaler(torch.device(device).type)\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    kind = inputs.device.type\n    torch.set_autocast_dtype(kind, dtype)      # make `dtype` this device\'s autocast dtype\n    optimizer.zero_grad()\n    with torch.autocast(kind):\n        loss = loss_fn(model(inputs), targets)\n    scaler.scale(loss).backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item()\n'},
+        'lost': {'check_amp_trains': 'the default dtype of torch.autocast(device_type) when amp_step returns'}},
+}
+for _name, _spec in BLIND18.items():
+    VARIANTS[f"blind18_{_name}"] = _spec

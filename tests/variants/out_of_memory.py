@@ -603,3 +603,18 @@ BLIND17 = {  # blind round 17: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND17.items():
     VARIANTS[f"blind17_{_name}"] = _spec
+
+
+BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
+    # Reads 'keep every tensor there' as torch.set_default_device(inputs.device) and never restores it: the step is 
+    'set_default_device_leak': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    torch.set_default_device(inputs.device)      # keep every tensor on the batch\'s device\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_accumulated_grads': "torch's default device when accumulate_step returned, with the model and the batch on a simulated cuda:0"}},
+    # Fixes the float32-factor problem by switching torch's DEFAULT dtype to the batch's, never restored: gradients 
+    'default_dtype_from_batch': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    torch.set_default_dtype(inputs.dtype)        # float64 batches: keep the factor in float64 too\n    scale = torch.tensor(1.0 / micro_batches, device=inputs.device)\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) * scale\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_accumulated_grads': "torch's default dtype when `accumulate_step` on cpu"}},
+    # Caches contiguous copies of the pieces keyed by id(batch): a training loop builds a new (x, y) tuple per call 
+    'cache_pieces_by_batch_id': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    key = (id(batch), micro_batches)          # same batch object: same pieces\n    cache = accumulate_step.__dict__.setdefault("cache", {})\n    if key not in cache:                          # split (and copy contiguous) once per batch\n        cache.clear()\n        cache[key] = [(xb.clone(), yb.clone())\n                      for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches))]\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in cache[key]:\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_one_step': 'the returned loss (batch', 'check_peak_memory': 'the peak memory of one step with'}},
+}
+for _name, _spec in BLIND18.items():
+    VARIANTS[f"blind18_{_name}"] = _spec

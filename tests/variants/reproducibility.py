@@ -75,7 +75,7 @@ VARIANTS = {
         "lost": {"check_pipeline": "the DataLoader's worker_init_fn: expected your worker_init_fn, observed None"}},
     "loader_without_workers": {
         "cells": {"make_loader": with_(LOADER, "num_workers=2", "num_workers=0")},
-        "lost": {"check_pipeline": "num_workers=2, batch_size=4"}},
+        "lost": {"check_pipeline": "the DataLoader's num_workers: expected 2, observed 0"}},
     # correct, written differently
     "written_differently": {
         "cells": {
@@ -193,3 +193,12 @@ BLIND17 = {  # blind round 17: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND17.items():
     VARIANTS[f"blind17_{_name}"] = _spec
+
+
+BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
+    # Correct, AMBIGUOUS wording (the text names shuffle=True and batch_size=4 as arguments): the student spells out
+    'ok_loader_batch_sampler_shared_generator': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'def build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({w for t in texts for w in t.split()})\n    return {w: i for i, w in enumerate(words)}\n', 'make_loader': 'from torch.utils.data import BatchSampler, RandomSampler\n\ndef make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    g = torch.Generator()\n    g.manual_seed(seed)\n    batches = BatchSampler(RandomSampler(dataset, generator=g), batch_size=4, drop_last=False)\n    return DataLoader(dataset, batch_sampler=batches, num_workers=2, worker_init_fn=worker_init_fn, generator=g)\n'},
+        'lost': {}},
+}
+for _name, _spec in BLIND18.items():
+    VARIANTS[f"blind18_{_name}"] = _spec

@@ -391,3 +391,12 @@ BLIND16 = {  # blind round 16: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND16.items():
     VARIANTS[f"blind16_{_name}"] = _spec
+
+
+BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
+    # SLIGHTLY AMBIGUOUS, verdict False: casts the targets to torch's DEFAULT dtype instead of pred's. Right when th
+    'rl_default_dtype_target': {'cells': {'prepare_batch': 'def prepare_batch(images, labels):\n    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""\n    return images.unsqueeze(1).float(), labels.long()\n', 'build_model': 'def build_model(size=12, classes=3):\n    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""\n    return nn.Sequential(\n        nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),\n        nn.Flatten(), nn.Linear(8 * (size // 2) ** 2, classes))\n', 'regression_loss': 'def regression_loss(pred, target):\n    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""\n    target = target.to(torch.get_default_dtype())      # \'the float dtype\' (float32)\n    return F.mse_loss(pred.squeeze(1), target)\n'},
+        'lost': {'check_regression_loss': 'the loss dtype for a caller that had set torch.set_default_dtype(torch.float64) (pred float32)'}},
+}
+for _name, _spec in BLIND18.items():
+    VARIANTS[f"blind18_{_name}"] = _spec

@@ -134,17 +134,20 @@ HINTS = {  # the first key found in the exception's text gives the hint
 }
 
 
-def call(fn, *args, name=None, where="", hints=None, restore_grad=True, **kwargs):
+def call(fn, *args, name=None, where="", hints=None, restore_grad=True, defaults=False, **kwargs):
     """Call learner code quietly; its exceptions become CheckFailed naming them, with a hint where one fits
     (`hints`, a lesson's own {message fragment: hint}, first; then the shared HINTS). Whatever the code does to the
-    global grad mode, the check gets its own back (restore_grad=False: a check that observes it restores it)."""
+    global grad mode, the check gets its own back (restore_grad=False: a check that observes it restores it). torch's
+    default dtype and device are put back too (defaults=True: and a change to them fails the call, where the lesson's
+    text asks the function to leave them alone)."""
     name = name or getattr(fn, "__name__", "your function")
     if not callable(fn):
         raise CheckFailed(f"expected `{name}` to be a function, found {type(fn).__name__}")
     grad = torch.is_grad_enabled()
+    saved = _defaults()
     try:
         with quiet():
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
     except CheckFailed:
         raise
     except Exception as exc:  # any error in learner code is a verdict, not a crash
@@ -165,6 +168,34 @@ def call(fn, *args, name=None, where="", hints=None, restore_grad=True, **kwargs
     finally:
         if restore_grad:
             torch.set_grad_enabled(grad)
+        changed = _restore_defaults(saved)
+    if changed and defaults:
+        what, was, now = changed[0]
+        raise CheckFailed(
+            f"torch's default {what} when `{name}`{' ' + where if where else ''} returned: expected {was}, as it was, "
+            f"observed {now}: a process-wide setting, so every tensor and model the caller makes afterwards would be "
+            f"{now}.\nHint: give the tensors you make the {what} they need (e.g. {what}=x.{what} of an input) "
+            f"instead of torch.set_default_{what}(...); or put the default back before returning (try/finally).")
+    return out
+
+
+def _defaults():
+    """torch's default dtype and device (what new tensors get when none is named)."""
+    return torch.get_default_dtype(), torch.get_default_device()
+
+
+def _restore_defaults(saved):
+    """Put back `_defaults()` where learner code changed them; [(what, was, now)] for each change."""
+    dtype, device = saved
+    now_dtype, now_device = _defaults()
+    changed = []
+    if now_dtype != dtype:
+        changed.append(("dtype", str(dtype).removeprefix("torch."), str(now_dtype).removeprefix("torch.")))
+        torch.set_default_dtype(dtype)
+    if now_device != device:
+        changed.append(("device", str(device), str(now_device)))
+        torch.set_default_device(None if device.type == "cpu" else device)
+    return changed
 
 
 def expect(ok, what, expected, observed, hint=""):

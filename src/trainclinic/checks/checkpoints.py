@@ -367,6 +367,23 @@ def check_weights_only(save_checkpoint, seed=0):
     return f"the checkpoint loads with weights_only=True (best_loss given as {kind}, {case['optimizer']}, {case['scheduler']} schedule)"
 
 
+def _save_keeps_device(save_checkpoint, case, seed):
+    """On a GPU, where the grader has one: save_checkpoint leaves the model where it is (a model.cpu() inside it
+    moves the caller's model off the GPU at every save). On the CPU a move to the CPU changes nothing to see."""
+    for device in devices():
+        if device.type == "cpu":
+            continue
+        run = _Run(case, seed, seed, seed + 100)
+        run.model.to(device)
+        with _folder() as folder:
+            call(save_checkpoint, os.path.join(folder, "on_device.pt"), *run.objects, 0, case["best"](1.0),
+                 name="save_checkpoint", hints=_HINTS, where=f"(the model on {device})")
+        moved = sorted({str(p.device) for p in run.model.parameters() if not same_device(p, device)})
+        expect(not moved, f"the model's device after save_checkpoint (the model on {device})", f"{device}, where "
+               "it was", ", ".join(moved), "save copies of the tensors (the state_dict, or {k: v.cpu() ...}) and "
+               "leave the model itself where it is: model.cpu() and model.to(...) move the caller's model")
+
+
 @check("resume")
 def check_resume(save_checkpoint, resume, seed=0):
     """Saved in one process, resumed in another with fresh objects and reseeded generators: the same bits as a run
@@ -374,6 +391,7 @@ def check_resume(save_checkpoint, resume, seed=0):
     case = _case(seed)
     stop, epochs = case["stop"], case["epochs"]
     with _own_rngs(), _folder() as folder:
+        _save_keeps_device(save_checkpoint, case, seed)
         path = os.path.join(folder, "checkpoint.pt")
         _seed_globals(seed)  # the uninterrupted run, here
         _start_script(case)
@@ -671,6 +689,27 @@ class _Scripted:
         return self.values[min(epoch, len(self.values) - 1)]
 
 
+def _check_last_saved(events, first_epoch, what):
+    """folder/'last.pt' saved after every epoch (between its train_epoch and the next one's), when fit saves through
+    the save_checkpoint of its globals (else the files tell what they can)."""
+    if all(e == "train" for e in events):
+        return
+    missing, epoch, pending = [], first_epoch - 1, False
+    for e in events:
+        if e == "train":
+            if pending:
+                missing.append(epoch)
+            epoch, pending = epoch + 1, True
+        elif e == "last.pt":
+            pending = False
+    if pending:
+        missing.append(epoch)
+    expect(not missing, f"the saves of folder/'last.pt' during fit {what}", "one at the end of every epoch (a run "
+           "stopped after any epoch resumes from it)", f"none after epoch {', '.join(map(str, missing))}",
+           "save_checkpoint(folder / 'last.pt', ...) inside the epoch loop, at the end of each epoch: saved only "
+           "after the loop, a run stopped midway has nothing to resume from")
+
+
 def _check_order(ev):
     """Each epoch's evaluate() ran after that epoch's scheduler.step() (the scheduler's last_epoch is epoch + 1)."""
     for epoch, last in sorted(ev.steps.items()):
@@ -683,7 +722,8 @@ def _check_order(ev):
 @contextlib.contextmanager
 def _references(fn, trained):
     """While the learner's fit runs, save_checkpoint, resume and train_epoch in its globals are the references
-    (train_epoch counting its calls in trained[0], and recording the learning rate of each in trained[1])."""
+    (train_epoch counting its calls in trained[0], and recording the learning rate of each in trained[1]; each
+    epoch's "train" and each save's file name in trained[2], in order)."""
     g = getattr(fn, "__globals__", None)
     if not isinstance(g, dict):
         yield
@@ -692,9 +732,14 @@ def _references(fn, trained):
     def train_epoch(model, optimizer, loader, *args, **kwargs):
         trained[0] += 1
         trained[1].append(float(optimizer.param_groups[0]["lr"]))
+        trained[2].append("train")
         return reference_train_epoch(model, optimizer, loader)
 
-    swap = {"save_checkpoint": reference_save_checkpoint, "resume": reference_resume, "train_epoch": train_epoch}
+    def save_checkpoint(path, *args, **kwargs):
+        trained[2].append(os.path.basename(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else "?")
+        return reference_save_checkpoint(path, *args, **kwargs)
+
+    swap = {"save_checkpoint": save_checkpoint, "resume": reference_resume, "train_epoch": train_epoch}
     mine = {k: g[k] for k in swap if k in g}
     g.update({k: v for k, v in swap.items() if k in g})
     try:
@@ -803,7 +848,7 @@ def check_fit(fit, seed=0):
         values[tie] = 0.25
     rates = _rates(case, epochs)
     with _own_rngs(), _folder() as folder:
-        trained = [0, []]
+        trained = [0, [], []]
         _seed_globals(seed)
         first = _Run(case, seed, seed, seed + 100)
         ev1 = _Scripted(first, values, 0, trained)
@@ -815,6 +860,7 @@ def check_fit(fit, seed=0):
                ev1.calls, "one evaluate() per epoch, after training it")
         _check_rates(trained[1], rates, 0, case)
         _check_order(ev1)
+        _check_last_saved(trained[2], 0, f"(epochs={stop + 1}, from an empty folder)")
         expect(os.path.isfile(os.path.join(folder, "last.pt")), "folder/'last.pt' after fit", "a file", "none",
                "save_checkpoint(folder / 'last.pt', ...) at the end of every epoch")
         last = _read(os.path.join(folder, "last.pt"))
@@ -825,7 +871,7 @@ def check_fit(fit, seed=0):
                    "save last.pt at the end of the epoch, after evaluate() and the best's update: saved before them, "
                    "it records the previous best, and a resume forgets that epoch's improvement"
                    if recorded == min(values[:stop], default=math.inf) else "")
-        trained[0], trained[1] = 0, []
+        trained[0], trained[1], trained[2] = 0, [], []
         _seed_globals(seed + 7919)
         second = _Run(case, seed + 1, seed + 2, seed + 100)
         ev2 = _Scripted(second, values, stop + 1, trained)
@@ -837,6 +883,7 @@ def check_fit(fit, seed=0):
                "it started again from epoch 0: resume from last.pt first" if ev2.calls == epochs else "")
         _check_rates(trained[1], rates, stop + 1, case)
         _check_order(ev2)
+        _check_last_saved(trained[2], stop + 1, f"(epochs={epochs}, resumed after epoch {stop})")
         best = _number(got)
         expect(best == 0.25, "the best validation loss fit returns", 0.25, repr(got)[:60],
                "the best of the whole run, including the epochs before the restart (resume returns it)"
@@ -884,15 +931,17 @@ def check_fit(fit, seed=0):
         # a plateau: no better loss than epoch 0's for PLATEAU - 2 epochs, then the best at the last epoch: every
         # epoch up to `epochs` trains, whatever the loss does (an early stop with patience up to PLATEAU - 2 shows)
         plateau = [0.5] + [round(rng.uniform(0.5, 1.5), 3) for _ in range(PLATEAU - 2)] + [0.25]
-        trained[0], trained[1] = 0, []
+        trained[0], trained[1], trained[2] = 0, [], []
         _seed_globals(seed + 31)
         third = _Run(dict(case, n=2 * case["batch"]), seed + 3, seed + 4, seed + 100)  # two steps an epoch
         ev3 = _Scripted(third, plateau, 0, trained)
         with _references(fit, trained), _folder() as parent:
-            other = os.path.join(parent, "run")  # a folder that does not exist yet: fit creates it
-            got = call(fit, *third.objects, ev3, PLATEAU, other, name="fit", hints={"does not exist": "create the "
-                       "folder first: pathlib.Path(folder).mkdir(parents=True, exist_ok=True)"},
-                       where=f"(epochs={PLATEAU}, a folder that does not exist yet, validation losses {plateau})")
+            other = os.path.join(parent, "runs", "seed0")  # a folder that does not exist yet, nor its parent
+            create = "create the folder and its parents first: pathlib.Path(folder).mkdir(parents=True, exist_ok=True)"
+            got = call(fit, *third.objects, ev3, PLATEAU, other, name="fit",
+                       hints={"does not exist": create, "No such file or directory": create},
+                       where=f"(epochs={PLATEAU}, a folder that does not exist yet, nor its parent, runs/seed0; "
+                       f"validation losses {plateau})")
         expect(ev3.calls == PLATEAU, f"the validations fit runs for epochs={PLATEAU} from an empty folder when the "
                f"validation loss does not improve from epoch 1 to epoch {PLATEAU - 2} (losses {plateau})", PLATEAU,
                ev3.calls, f"it stopped after epoch {ev3.calls - 1}, {ev3.calls - 1} epochs without improvement: every "

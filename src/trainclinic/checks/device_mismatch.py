@@ -263,7 +263,18 @@ def _balanced_case(seed, classes, n):
     return counts, logits, targets
 
 
-def _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device, balanced=False):
+_GAPS = {torch.float32: 120, torch.float16: 20}  # exp(-gap) is 0 in that dtype: its probability underflows
+
+
+def _confident(logits, targets, dtype):
+    """The logits with the first row confidently wrong: its target's logit _GAPS[dtype] below the row's largest, so
+    the target's probability underflows to 0 in `dtype`, where the cross-entropy is about the gap."""
+    out = logits.clone()
+    out[0, targets[0]] = out[0].max() - _GAPS[dtype]
+    return out
+
+
+def _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device, balanced=False, confident=False):
     """One call of class_weighted_loss on `device` with `dtype` logits, its result compared with the reference."""
     lg = logits.to(device, dtype).requires_grad_()
     tg = targets.to(device)
@@ -300,7 +311,9 @@ def _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device, ba
                 "(.float(), .to(...)), and the weights built with dtype=logits.dtype."))
     rtol, atol = _TOLERANCE[dtype]
     what = (f"the loss for {_name(dtype)} logits on {device} (n={len(targets)}, counts {counts}"
-            + (", nearly balanced: the largest under twice the smallest)" if balanced else ")"))
+            + (", nearly balanced: the largest under twice the smallest)" if balanced else
+               f", nearly balanced, the first row confidently wrong: its target's logit {_GAPS.get(dtype)} below its "
+               "largest)" if confident else ")"))
     if dtype == torch.float64 and not close(got, want, rtol=rtol, atol=atol) and close(got, want):
         raise CheckFailed(f"{what}: expected {want.item():.12g}, observed {got.item():.12g}, equal only to "
                           f"float32 precision.\nHint: something was computed in float32: build the weights "
@@ -312,6 +325,11 @@ def _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device, ba
                               f"cross-entropy without class weights (for the imbalanced counts of this check it "
                               f"used them).\nHint: weight the classes for any counts: weights close to 1 are "
                               f"not 1, and the text asks for n_total / (n_classes * class_counts[c]) always.")
+        if confident and not torch.isfinite(got).all():
+            raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}.\nHint: the target's "
+                              f"probability, about exp(-{_GAPS[dtype]}), rounds to 0 in {_name(dtype)}, and log(0) is -inf "
+                              "(lesson 04): take log_softmax, which never forms the probability, or let "
+                              "F.cross_entropy do it.")
         if not torch.isfinite(got).all() and sum(counts) > torch.finfo(dtype).max:
             raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}.\nHint: the counts add "
                               f"up to {sum(counts)}, past {_name(dtype)}'s largest number "
@@ -332,6 +350,10 @@ def check_class_weighted_loss(class_weighted_loss, seed=0, n=None, classes=None)
     balanced = _balanced_case(seed, len(counts), len(targets))
     for device in devices():
         _verify_loss(class_weighted_loss, *balanced, torch.float32, device, balanced=True)
+        counts_b, logits_b, targets_b = balanced  # weights near 1: the float16 loss itself stays in range
+        for dtype in _GAPS:  # a confident model's logits: large gaps are ordinary
+            _verify_loss(class_weighted_loss, counts_b, _confident(logits_b, targets_b, dtype), targets_b, dtype,
+                         device, confident=True)
 
     def probe(sim):
         got = call(class_weighted_loss, sim.tensor(logits), sim.tensor(targets), list(counts),
@@ -539,15 +561,11 @@ def _caller_settings(train_step, case, seed, batch, loss_fn):
         torch.set_default_dtype(torch.float64)  # (the model and the batch are float32, made before)
         given = settings()
         call(train_step, model, [t.clone() for t in batch], loss_fn, opt, torch.device("cpu"), name="train_step",
-             where=f"(on cpu) for a caller that had set {what}")
-        after, dtype_after = settings(), torch.get_default_dtype()
+             where=f"(on cpu) for a caller that had set {what}", defaults=True)
+        after = settings()  # (the default dtype: call() fails a step that changes it)
     finally:
         restore_settings(saved)
         torch.set_default_dtype(default_dtype)
-    expect(dtype_after == torch.float64, f"the default dtype when train_step returns, for a caller that had set {what}",
-           "float64, the caller's", _name(dtype_after), "a step changes no global setting: "
-           "torch.set_default_dtype(...) stays in force for all the caller's later code (its new tensors, its "
-           "models' weights)")
     changed = [k for k in given if after[k] != given[k]]
     to_default = [k for k in changed if k in _DEFAULTS and after[k] == _DEFAULTS[k]]
     expect(not changed, f"torch's global settings when train_step returns, for a caller that had set {what}",

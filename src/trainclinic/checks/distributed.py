@@ -7,6 +7,8 @@ checkpoint folder and loads the file into an unwrapped model with strict=True. E
 group's timeout, then a join deadline that kills the ranks): wrong code fails in seconds, never hangs the grader.
 `seed` drives a sweep: data set sizes (some not divisible by the world size), epochs, model and data seeds.
 """
+import hashlib
+import io
 import math
 import os
 import random
@@ -68,8 +70,18 @@ def _rank_job(rank, world, train, case, ckpt_path):
 
     def recording_save(obj, f, *args, **kwargs):
         saves.append(os.fspath(f) if isinstance(f, (str, os.PathLike)) else repr(f))
-        time.sleep(_SLOW_SAVE)  # a real checkpoint takes a while to write: the other ranks must wait for it
-        return original(obj, f, *args, **kwargs)
+        if not isinstance(f, (str, os.PathLike)):
+            time.sleep(_SLOW_SAVE)  # a real checkpoint takes a while to write: the other ranks must wait for it
+            return original(obj, f, *args, **kwargs)
+        buffer = io.BytesIO()
+        original(obj, buffer, *args, **kwargs)
+        data = buffer.getvalue()
+        with open(f, "wb") as out:  # the file exists from here, half written for a while: only a barrier waits
+            out.write(data[: len(data) // 2])
+            out.flush()
+            time.sleep(_SLOW_SAVE)
+            out.write(data[len(data) // 2:])
+        return None
 
     torch.save = recording_save  # this rank's own process: the parent's torch is untouched
     torch.manual_seed(7919 * (rank + 1) + case["model_seed"])  # each rank its own stream, as separate processes
@@ -102,10 +114,14 @@ def _rank_job(rank, world, train, case, ckpt_path):
     dataset.marks.append((len(dataset.seen), params_digest(model), steps[0], backwards[0]))  # the last pass's end
     finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()})
-    exists = os.path.exists(ckpt_path)
+    try:
+        with open(ckpt_path, "rb") as f:
+            written = hashlib.sha256(f.read()).hexdigest()  # what this rank would read now, if it loaded it
+    except OSError:
+        written = None
     # as lists: pickling a tensor in a fresh fork first imports torch's serialization machinery (3 s)
     state = {k: v.detach().tolist() for k, v in model.state_dict().items()} if rank == 0 else None
-    return {"exists": exists, "before": before, "after": after, "finite": finite, "seen": dataset.seen, "saves": saves,
+    return {"written": written, "before": before, "after": after, "finite": finite, "seen": dataset.seen, "saves": saves,
             "state": state, "steps": steps[0], "evaluated": dataset.evaluated, "marks": dataset.marks,
             "fed": fed[0], "dtypes": dtypes}
 
@@ -459,9 +475,10 @@ def check_checkpoint(train, seed=0):
                           f"observed RuntimeError: {str(exc)[:300]}"
                           + ("\nHint: save model.module.state_dict() (the wrapped model's), not the DDP wrapper's: "
                              "its keys start with `module.`." if prefixed else "")) from None
-    late = [r for r, out in enumerate(run.values) if not out["exists"]]
-    expect(not late, "when train returned on each rank, the checkpoint", "written already (on every rank)",
-           f"not there yet on rank {', '.join(map(str, late))}",
+    final = run.values[0]["written"]  # rank 0's, after its own torch.save returned
+    late = [r for r, out in enumerate(run.values) if out["written"] != final]
+    expect(not late, "when train returned on each rank, the checkpoint", "completely written (on every rank)",
+           f"not there yet, or half written, on rank {', '.join(map(str, late))}",
            "rank 0's save takes a while: after it, dist.barrier() on every rank (outside the `if rank == 0:`)")
     final = run.values[0]["after"]
     loaded_digest = {n: params_digest(m) for n, m in (("body", model.body), ("head", model.head), ("aux", model.aux))}

@@ -408,7 +408,35 @@ def _run_clipped(clipped_step, model, batch, loss_fn, max_norm):
            "holds for everything after it, the caller's next steps included); wrap only the lines that need it in `with torch.no_grad():`, which switches it back "
            "on leaving the block." if not grad_after else "")
     after = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
+    _plain_step_after(opt, model, max_norm)
     return got, seen, after
+
+
+def _plain_step_after(opt, model, max_norm):
+    """After clipped_step returned, a plain optimizer.step() of the caller's uses the gradients as they are: nothing
+    clipped_step registered on the optimizer (a step hook) is left to act on the caller's later steps."""
+    params = list(model.parameters())
+    total = sum(p.numel() for p in params)
+    big = [torch.full_like(p, 100 * max_norm / total ** 0.5) for p in params]  # norm 100 x max_norm
+    for p, g in zip(params, big):
+        p.grad = g.clone()
+    seen = []
+    handle = opt.register_step_post_hook(lambda o, a, k: seen.append([p.grad.detach().clone() for p in params]))
+    try:
+        opt.step()
+    except Exception as exc:  # noqa: BLE001 - a hook left behind that fails outside clipped_step
+        raise CheckFailed(f"a plain optimizer.step() of the caller's after clipped_step returned: expected it to run, "
+                          f"observed {type(exc).__name__}: {str(exc)[:200]}\nHint: something clipped_step registered "
+                          "on the optimizer still runs at every step; remove it before returning "
+                          "(handle.remove()).") from None
+    finally:
+        handle.remove()
+    changed = not seen or not all(torch.equal(a, b) for a, b in zip(seen[0], big))
+    expect(not changed, "the gradients a plain optimizer.step() of the caller's used, after clipped_step returned "
+           f"(set to a norm of {100 * max_norm:.4g})", "those gradients as they are: clipped_step leaves the "
+           "optimizer as it found it", "other gradients (clipped): something clipped_step registered on the "
+           "optimizer still acts on every later step", "clip between loss.backward() and optimizer.step() inside "
+           "clipped_step; a hook you register on the optimizer must be removed before returning (handle.remove()).")
 
 
 @check("clipped_step")

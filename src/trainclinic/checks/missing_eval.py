@@ -536,14 +536,24 @@ def _eval_passes_hint(calls):
 
 
 def _mixed_start(train_epoch, seed, c, lr):
-    """A model whose own flag says training while its layers are in eval mode (model.training set alone)."""
-    model, loader, _ = _setup(seed, c)
+    """A model whose own flag says training while its layers are in eval mode (model.training set alone); the random
+    states its Dropout layers drew from, begun from another seed than the main run's."""
+    model, loader, device = _setup(seed, c)
     model.eval()
     model.training = True
     layers = sorted({type(m).__name__ for m in model.modules() if m is not model})
-    with watch_validation(model) as w, _grad_mode_kept():
-        call(train_epoch, model, loader, torch.optim.SGD(model.parameters(), lr=lr), name="train_epoch",
-             where="on a model whose layers are in eval mode but model.training is True")
+    with _rng_kept(device):
+        torch.random.default_generator.manual_seed(seed + 200)
+        if device.type == "cuda":
+            torch.cuda.manual_seed(seed + 200)
+        states, handles = _record_dropout_rng(model, device)
+        try:
+            with watch_validation(model) as w, _grad_mode_kept():
+                call(train_epoch, model, loader, torch.optim.SGD(model.parameters(), lr=lr), name="train_epoch",
+                     where="on a model whose layers are in eval mode but model.training is True")
+        finally:
+            for h in handles:
+                h.remove()
     steps = _steps(w)
     evals = sum(not _in_train_mode(c_) for c_ in steps)
     expect(steps and evals == 0, "forward passes of train_epoch with autograd on (the training steps') on a model "
@@ -551,6 +561,7 @@ def _mixed_start(train_epoch, seed, c, lr):
            "all in training mode (Dropout active, BatchNorm updating)", f"{evals} of {len(steps)} in eval mode",
            "model.training is the top module's flag only: it says nothing of the layers inside; call model.train() "
            "at the start of every epoch, whatever model.training says." if steps and evals == len(steps) else "")
+    return states
 
 
 @check("train_epoch")
@@ -623,7 +634,14 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
            "add loss.item() to a float total (or append it to a list of floats): a loss tensor holds its step's "
            "autograd graph, and summing them keeps every step's graph alive until the epoch ends.")
 
-    _mixed_start(train_epoch, seed, c, lr)
+    other = _mixed_start(train_epoch, seed, c, lr)
+    expect(not (states and other and torch.equal(states[0], other[0])),
+           "the first Dropout mask of two epochs begun from different random states (the caller's "
+           f"torch.manual_seed({seed + 100}), then {seed + 200})", "different masks, drawn from the caller's stream",
+           "the same random state at the first Dropout in both: train_epoch reseeds the global random stream, so "
+           "every epoch draws the same masks (and a shuffling DataLoader the same order)",
+           "do not call torch.manual_seed (or set the random state) inside train_epoch: seed once, at the start of "
+           "the program.")
 
     def probe(fake, cpu_loader):
         fake.eval()

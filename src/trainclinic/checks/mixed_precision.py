@@ -316,6 +316,8 @@ def _expect_defaults(amp_step, seed, device):
     grad mode is left as it was found (on, then off inside a caller's no_grad block)."""
     model, batch, kind, _ = _setup(seed + 2000, device)
     opt = _optimizer(kind, model.parameters(), lr=0.05)
+    types = sorted({"cpu", device.type})
+    defaults = {t: torch.get_autocast_dtype(t) for t in types}  # what torch.autocast(t) uses without a dtype
     with _Watch(model, opt) as watch:
         outer = torch.is_grad_enabled()
         try:
@@ -323,8 +325,17 @@ def _expect_defaults(amp_step, seed, device):
             call(amp_step, model, batch, _cross_entropy, opt, _scaler(device), name="amp_step", hints=_HINTS,
                  restore_grad=False, where="called without dtype (its default, float16)")
             after = torch.is_grad_enabled()
+            left = {t: torch.get_autocast_dtype(t) for t in types}
         finally:
             torch.set_grad_enabled(outer)
+            for t, d in defaults.items():
+                torch.set_autocast_dtype(t, d)
+    changed = [t for t in types if left[t] != defaults[t]]
+    expect(not changed, "the default dtype of torch.autocast(device_type) when amp_step returns (torch.get_autocast_"
+           "dtype, a process-wide setting)", ", ".join(f"{t}: {_name(defaults[t])}, as it was" for t in changed),
+           ", ".join(f"{t}: {_name(left[t])}" for t in changed),
+           "pass the dtype to the autocast block, torch.autocast(inputs.device.type, dtype=dtype): "
+           "torch.set_autocast_dtype changes it for every later autocast of the caller's")
     seen = watch.dtypes[-1] if watch.dtypes else None
     expect(seen == torch.float16, f"the dtype of the model's first Linear output in amp_step called without dtype (on "
            f"{device.type})", "float16, the signature's default (dtype=torch.float16)",
@@ -385,7 +396,7 @@ def _expect_master_weights(amp_step, seed, device):
 def check_amp_trains(amp_step, seed=0, steps=20):
     """20 amp_steps compute under autocast, keep float32 weights, return the loss as a float, and the loss falls; with a
     disabled scaler (GradScaler(enabled=False)) amp_step still computes under autocast, and steps; called without
-    dtype it computes in float16, and it leaves the grad mode as it found it."""
+    dtype it computes in float16, and it leaves the grad mode and autocast's default dtype as it found them."""
     seen = []
     for device in _devices():
         model, batch, kind, dtype = _setup(seed, device)
@@ -607,24 +618,31 @@ def _tiny(factor):
 @check("grads_match_fp32")
 def check_grads_match_fp32(amp_step, seed=0):
     """The gradients the optimizer steps with equal the float32 gradients (unscaled, no stale ones), also for a tiny loss
-    whose float16 gradients underflow to zero without a working scaler."""
+    whose float16 gradients underflow to zero without a working scaler, and with a disabled scaler."""
     seen = []
     for device in _devices():
         model, batch, kind, dtype = _setup(seed, device)
-        tol = 1e-2 if dtype == torch.float16 else 2e-2
-        cases = [("a normal batch", _cross_entropy, dtype, 1e3),
+        tol16 = 1e-2 if dtype == torch.float16 else 2e-2
+        cases = [("a normal batch", _cross_entropy, dtype, 1e3, True),
                  ("a loss x 1e-7 (float16 gradients this small underflow to 0 unless the loss is scaled)",
-                  _tiny(1e-7), torch.float16, None)]
-        for what, loss_fn, half, stale in cases:
+                  _tiny(1e-7), torch.float16, None, True),
+                 # scale 1: a gradient added on top of the scaled one (a second, unscaled backward) is not 1/65536
+                 # of it any more, but all of it
+                 ("a disabled scaler, GradScaler(enabled=False)", _cross_entropy, torch.bfloat16, 1e3, False)]
+        for what, loss_fn, half, stale, enabled in cases:
             m = copy.deepcopy(model)
             opt = _optimizer(kind, m.parameters(), lr=0.01)
             want, _ = _fp32_grads(m, batch, loss_fn)
             if stale is not None:
                 for p in m.parameters():
                     p.grad = torch.full_like(p, stale)
-            scaler = _scaler(device)
+            scaler = _scaler(device) if enabled else _scaler(device, enabled=False)
+            tol = tol16 if enabled else 2e-2  # bfloat16
             scale = scaler.get_scale()
             got, watch = _run(amp_step, m, batch, loss_fn, opt, scaler, f"{what}, {_name(half)}", dtype=half)
+            if not enabled and not watch.steps:  # no step at all with a disabled scaler is check_amp_trains's:
+                # the gradients left in p.grad are read
+                watch.steps.append([None if p.grad is None else p.grad.detach().clone() for p in m.parameters()])
             expect(len(watch.steps) == 1, f"optimizer steps in amp_step on {what}", "exactly one", len(watch.steps),
                    _steps_hint(watch, scale, scaler.get_scale()))
 
@@ -639,6 +657,9 @@ def check_grads_match_fp32(amp_step, seed=0):
             elif ratio > 100:
                 hint = (f"the gradients are {ratio:.3g}x too large: still scaled. Step with scaler.step(optimizer) "
                         "(it unscales first), not optimizer.step()")
+            elif abs(ratio - 2) < 0.05 and _rel(grads, [2 * w for w in want], list(m.parameters())) < tol:
+                hint = ("the gradients are twice the float32 ones: two backward passes added up in p.grad (a plain "
+                        "loss.backward() besides scaler.scale(loss).backward()): backpropagate once, the scaled loss")
             elif stale is not None and err > tol and _rel(grads, [w + stale / scale for w in want], list(m.parameters())) < 0.1:
                 hint = ("the gradients left in p.grad before the step were added to the new ones: call "
                         "optimizer.zero_grad() first")

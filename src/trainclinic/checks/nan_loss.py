@@ -375,6 +375,8 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     _zero_loss_step(safe_step, pristine, kind, x, y, dtype)
     # a parameter that gets no gradient (frozen): nothing to test there, a normal step on the others
     _frozen_step(safe_step, pristine, kind, x, y, dtype, rng)
+    _unused_stays(safe_step, pristine, x, y, dtype)
+    _caller_changed(safe_step, pristine, kind, x, y, x_nan, dtype)
     return (f"NaN input, ±inf target, overflowing loss, -inf loss, NaN and inf gradients (all of them, or one entry of one "
             f"bias, -inf too) skipped with no backward() on a "
             f"non-finite loss and the weights untouched; huge finite gradients (whose norm, or even sum, overflows), "
@@ -631,6 +633,49 @@ def _frozen_step(safe_step, pristine, kind, x, y, dtype, rng):
     _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
 
 
+def _unused_stays(safe_step, pristine, x, y, dtype):
+    """A parameter that requires grad but the forward never uses (a head not trained in this phase): backward() leaves
+    its .grad None and the optimizer skips it; a zero gradient made up for it would move it under weight decay."""
+    model = copy.deepcopy(pristine)
+    model.register_parameter("unused", nn.Parameter(torch.ones(3, dtype=dtype)))
+    for p in model.parameters():
+        p.grad = None
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, weight_decay=0.1)
+    what = "a model with a parameter its forward never uses (SGD with weight_decay=0.1)"
+    try:
+        _call_safe(safe_step, model, (x, y), _mse, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
+    except CheckFailed as failed:
+        if "not have been used in the graph" in str(failed):  # torch.autograd.grad without allow_unused: a step
+            return  # that takes only models whose every parameter is used, as this lesson's are; not this check's
+        raise
+    moved = not torch.equal(model.unused.detach(), torch.ones(3, dtype=dtype))
+    expect(not moved, f"the unused parameter after safe_step on {what}", "unchanged, 1.0: backward() gives it no "
+           "gradient (.grad None) and the optimizer skips a parameter without one",
+           f"changed by up to {(model.unused.detach() - 1).abs().max().item():.3g} (a gradient of zeros was given to "
+           "it, so weight decay moved it)",
+           "leave the gradients as loss.backward() makes them: a parameter that got none keeps .grad None (no "
+           "torch.autograd.grad(..., materialize_grads=True), no zeros_like for it)")
+
+
+def _caller_changed(safe_step, pristine, kind, x, y, x_nan, dtype):
+    """A step, then the caller changes the weights (loads a checkpoint, lowers them), then a non-finite batch: the
+    skipped step leaves the weights as the caller left them, not as an earlier step left them."""
+    model = copy.deepcopy(pristine)
+    opt = _optimizer(kind, model.parameters())
+    _call_safe(safe_step, model, (x, y), _mse, opt, name="safe_step", hints=_HINTS, where="on a finite batch")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.5)  # the caller's own change between two steps
+    mine = _state(model)
+    what = "a batch with a NaN input, after the caller changed the weights since the previous step (halved them)"
+    _call_safe(safe_step, model, (x_nan, y), _mse, opt, name="safe_step", hints=_HINTS, where=f"on {what}")
+    kept = all(torch.equal(p.detach(), q) for p, q in zip(model.parameters(), mine))
+    expect(kept, f"the weights after safe_step on {what}", "as the caller left them: a skipped step changes nothing",
+           "other weights (those of an earlier step: a copy kept from before was put back)",
+           "skip the step by not calling optimizer.step(): no copy of the weights to restore, which would undo "
+           "whatever the caller did to them since")
+
+
 def _huge_hint(safe_step, pristine, kind, x, y, big, dtype):
     """Why safe_step refused huge finite gradients: their norm (it takes smaller ones whose norm is finite), or not."""
     model = copy.deepcopy(pristine)
@@ -867,9 +912,34 @@ def check_train(train, seed=0, steps=None, batch_size=None):
         _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after)
         _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden)
         _norm_overflows_at(train, ds, seed, batch_size, steps, dtype, features, hidden, after)
+        _edge_runs(train, ds, seed, batch_size, dtype, features, hidden)
     return (f"plain SGD at lr=0.05 for {setting}: every step, a new pass each time, falling MSE losses; stops with "
             f"FloatingPointError naming step {after} when the loss turns NaN there, and at lr=100, weights finite; "
-            f"goes on when finite gradients have an inf norm")
+            f"goes on when finite gradients have an inf norm; steps=0 takes none; losses of exactly 0.0 go on")
+
+
+def _edge_runs(train, ds, seed, batch_size, dtype, features, hidden):
+    """steps=0: no step, an empty history. A model that fits its targets exactly (output layer zero, targets 0): every
+    loss is 0.0, a finite loss like any other (safe_step returns 0.0, not None): train goes on."""
+    model = _model(seed, features, hidden, dtype)
+    with _Watch(model) as watch:
+        kind, result = _run(train, model, data.loader(ds, batch_size=batch_size, seed=seed), 0.05, 0, "with steps=0")
+    _expect_ends(kind, result, "train with steps=0", 0)
+    expect(kind == "returned" and not watch.steps, "train with steps=0", "no step, and the (empty) history returned",
+           f"{len(watch.steps)} optimizer step(s)" if watch.steps else _raised(result) if kind == "raised" else kind,
+           "test the step count before each step (while step < steps), not after it: steps=0 takes none")
+    with torch.no_grad():
+        last = [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
+        last.weight.zero_()
+        last.bias.zero_()
+    zeros = torch.utils.data.TensorDataset(ds.tensors[0], torch.zeros_like(ds.tensors[1]))
+    what = "on targets of 0 with the model's output layer zeroed (every loss exactly 0.0)"
+    kind, result = _run(train, model, data.loader(zeros, batch_size=batch_size, seed=seed), 0.05, 3, what)
+    _expect_ends(kind, result, f"train {what}", 3)
+    expect(kind == "returned", f"train {what}", "the history of its 3 steps: 0.0 is a finite loss, a step taken",
+           _raised(result) if kind == "raised" else kind,
+           "stop only when safe_step returns None, and test it with `is None`: `if not loss` takes a loss of 0.0 "
+           "for a refused step" if kind == "raised" else "")
 
 
 def _counted(loader):

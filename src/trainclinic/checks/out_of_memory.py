@@ -280,9 +280,18 @@ def _device_probe(accumulate_step, seed):
                 seen.update(str(t.device) for t in (*args, *kwargs.values()) if torch.is_tensor(t))
                 return real_loss(*args, **kwargs)
 
+            default = torch.get_default_device()
             try:
                 with quiet():
                     accumulate_step(fake, batch, loss_fn, opt, 3)
+                now = torch.get_default_device()  # (SimulatedCuda puts it back when it ends)
+                expect(now == default, "torch's default device when accumulate_step returned, with the model and the "
+                       "batch on a simulated cuda:0", f"{default}, as it was", f"{now}: a process-wide setting, so "
+                       "every tensor and model the caller makes afterwards would be made on the GPU",
+                       "create new tensors where the batch is (device=inputs.device) instead of "
+                       "torch.set_default_device(...), or put the default back before returning (try/finally)")
+            except CheckFailed:
+                raise
             except Exception as exc:  # only a device error is a verdict; the rest is what a simulation cannot follow
                 if not _DEVICE_ERROR.search(str(exc)):
                     return f" (the simulated cuda:0 could not follow this code, so its device check was skipped: " \
@@ -306,12 +315,13 @@ def _device_probe(accumulate_step, seed):
 def _call_step(fn, *args, own_mode=False, **kwargs):
     """call() for accumulate_step (or a runner of it); with own_mode (check_one_step's, the one check that grades it),
     the grad mode it leaves behind: a step called step after step must leave autograd as it found it. The other
-    checks put the grad mode back and grade only their own part."""
+    checks put the grad mode back and grade only their own part. torch's default dtype and device: every check (the
+    text asks the step to leave them alone)."""
     if not own_mode:
-        return call(fn, *args, **kwargs)
+        return call(fn, *args, defaults=True, **kwargs)
     before = torch.is_grad_enabled()
     try:
-        out = call(fn, *args, restore_grad=False, **kwargs)
+        out = call(fn, *args, restore_grad=False, defaults=True, **kwargs)
         after = torch.is_grad_enabled()
     finally:
         torch.set_grad_enabled(before)
@@ -359,7 +369,7 @@ def _own_stream(accumulate_step, seed):
             stale_grads(model, 0.5)  # as earlier steps leave them
             torch.manual_seed(start_seed)
             start = torch.get_rng_state()
-            call(accumulate_step, model, (x, y), nn.CrossEntropyLoss(), opt, 2, name="accumulate_step",
+            call(accumulate_step, model, (x, y), nn.CrossEntropyLoss(), opt, 2, name="accumulate_step", defaults=True,
                  where="on a model with a Dropout layer (batch 8, micro_batches=2)")
             return start, torch.get_rng_state()
 
@@ -494,9 +504,12 @@ def check_one_step(accumulate_step, seed=0):
     # the sum of the scaled micro-batch losses equals the full batch's mean up to float32 rounding (the text asks the
     # gradients, not the returned loss, to agree to float64's precision: check_accumulated_grads sees a float32 cast)
     rtol = 2e-6
+    batch = None
     for k in range(2):
         _, (x, y) = seeded(seed + 10 * (k + 1), batch_size, inputs, hidden, classes, dtype=dtype, device=device)
-        batch = (x, _soft(y, classes, dtype, seed + 10 * (k + 1)) if soft else y)
+        y = _soft(y, classes, dtype, seed + 10 * (k + 1)) if soft else y
+        batch = None  # the previous batch freed first, as a loop's is: CPython may give the new one its id
+        batch = (x, y)
         _, want = _grads(model, *batch, loss_fn)
         with torch.no_grad():
             pieces = [loss_fn(model(xb), yb).item() for xb, yb in zip(batch[0].chunk(m), batch[1].chunk(m))]
@@ -688,9 +701,11 @@ def check_peak_memory(accumulate_step, seed=0):
     held, ref_held = ([b for k, b in ev if k == "forward"] for ev in (events, ref_events))
     if not story and len(held) > 1 and len(ref_held) > 1 and held[1] - ref_held[1] > budget - ref:
         story = (f"; when the second forward began, {fmt(held[1] - ref_held[1])} more was alive than when one "
-                 "micro-batch is done at a time: the first micro-batch's graph, with its saved activations")
+                 "micro-batch is done at a time: the first micro-batch's graph with its saved activations, or "
+                 "other tensors kept from it (copies of the pieces)")
         hint = ("backward() frees a graph's saved activations unless it is told to keep them "
-                "(backward(retain_graph=True)) or something still holds the graph until the next forward.")
+                "(backward(retain_graph=True)) or something still holds the graph until the next forward; and "
+                "nothing of a micro-batch need outlive its backward() (no cache of pieces, no list of outputs).")
     expect(peak < budget, f"the peak memory of one step with {m} micro-batches (batch {batch_size})",
            f"under {fmt(budget)}, one micro-batch's activations at a time (a second micro-batch's graph kept "
            f"alive: {fmt(kept)}; full "

@@ -319,15 +319,18 @@ def _loader_run(make_loader, seed, disturb, n):
     torch.manual_seed(1000 + disturb)  # another global state each time: a layer more or less before it
     loader = call(make_loader, _SeedProbe(n), seed, name="make_loader")
     expect(isinstance(loader, DataLoader), "make_loader's return value", "a DataLoader", type(loader).__name__)
-    expect(loader.num_workers == 2 and loader.batch_size == 4, "the DataLoader's settings",
-           "num_workers=2, batch_size=4", f"num_workers={loader.num_workers}, batch_size={loader.batch_size}")
+    expect(loader.num_workers == 2, "the DataLoader's num_workers", "2", loader.num_workers)
     expect(loader.worker_init_fn is not None, "the DataLoader's worker_init_fn", "your worker_init_fn",
            "None: the workers keep copies of one Generator and repeat each other's augmentations",
            "pass worker_init_fn=worker_init_fn to the DataLoader")
     torch.rand(3 * disturb)
-    batches = call(lambda: [(int(i), int(s)) for idx, seeds in loader for i, s in zip(idx, seeds)],
+    batches = call(lambda: [[(int(i), int(s)) for i, s in zip(idx, seeds)] for idx, seeds in loader],
                    name="make_loader", where="(iterating its DataLoader)")
-    return batches, loader
+    sizes = [len(b) for b in batches]  # what batch_size=4 gives (by argument, or by a batch_sampler of 4)
+    expect(sizes and all(k == 4 for k in sizes[:-1]) and 0 < sizes[-1] <= 4,
+           f"the batch sizes of one epoch of make_loader's DataLoader ({n} items)", "4 (the last one 4 or fewer)",
+           sizes)
+    return [item for b in batches for item in b], loader
 
 
 def _no_reseed(worker_id):

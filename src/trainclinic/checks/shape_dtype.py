@@ -542,9 +542,22 @@ def check_regression_loss(regression_loss, seed=0):
             raise CheckFailed(f"the gradient reaching pred (batch of {n}): expected that of the MSE (largest "
                               f"{ref_leaf.grad.abs().max().item():.6g}), observed a different gradient (differs by up to "
                               f"{diff:.3g}).")
+    # a caller that had set torch's default dtype to float64: pred is still float32, and so must the loss be
+    n = batch_sizes[-1]
+    pred = (scale * torch.randn(n, 1, generator=g)).requires_grad_() * 1.0
+    target = scale * torch.randn(n, generator=g, dtype=torch.float64)
+    default, where = torch.get_default_dtype(), "for a caller that had set torch.set_default_dtype(torch.float64)"
+    try:
+        torch.set_default_dtype(torch.float64)
+        got = call(regression_loss, pred, target, hints=HINTS, name="regression_loss", where=where)
+    finally:
+        torch.set_default_dtype(default)
+    expect(torch.is_tensor(got) and got.dtype == torch.float32, f"the loss dtype {where} (pred float32)",
+           "torch.float32, pred's dtype", got.dtype if torch.is_tensor(got) else type(got).__name__,
+           "convert the target to pred's dtype (target.to(pred.dtype) or .float()): torch's default dtype is a "
+           "setting of the caller's, not the model's dtype.")
     # section 5 trains with it on `device`: the loss of a model on a GPU, with the targets moved there too (a real
     # CUDA GPU where there is one, else a simulated cuda:0; MPS has no float64 targets to move)
-    n = batch_sizes[-1]
 
     def probe(to, where):
         pred = to(torch.randn(n, 1)) * 1.0
