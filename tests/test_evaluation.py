@@ -301,8 +301,13 @@ def test_grad_mode_switched_off_for_good_fails_and_is_restored():
     checks.check_train_epoch(train_epoch)
 
 
+def drawing_train_epoch(model, loader, optimizer):
+    torch.rand(7)  # other Dropout masks than a plain epoch's, from the caller's stream: still a correct epoch
+    return train_epoch(model, loader, optimizer)
+
+
 def reseeding_train_epoch(model, loader, optimizer):
-    torch.manual_seed(0)  # other Dropout masks than the check's: still a correct epoch
+    torch.manual_seed(0)  # the same Dropout masks at every epoch
     return train_epoch(model, loader, optimizer)
 
 
@@ -320,9 +325,11 @@ def per_sample_train_epoch(model, loader, optimizer):
 
 def test_train_epoch_replays_the_learners_dropout_masks_and_wants_the_mean_of_batch_losses():
     for seed in range(3):
-        checks.check_train_epoch(reseeding_train_epoch, seed=seed)
+        checks.check_train_epoch(drawing_train_epoch, seed=seed)
         with pytest.raises(CheckFailed, match="that is the mean over samples"):
             checks.check_train_epoch(per_sample_train_epoch, seed=seed)
+        with pytest.raises(CheckFailed, match="train_epoch reseeds the global random stream"):
+            checks.check_train_epoch(reseeding_train_epoch, seed=seed)
 
 
 def test_blank_fails_every_check():

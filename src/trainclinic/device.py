@@ -10,7 +10,7 @@ from torch import nn
 
 __all__ = [
     "pick_device", "banner", "accelerator", "SimulatedCuda", "strays", "is_simulated", "simulation_limit",
-    "gpu_checkpoint", "DEVICE_MISMATCH",
+    "gpu_checkpoint", "DEVICE_MISMATCH", "default_device", "put_defaults",
 ]
 
 _FAKE_CUDA = torch.device("cuda", 0)
@@ -210,11 +210,19 @@ def _on_cpu_twins(func, args, kwargs, exc):
     return tree_map(back, out)
 
 
-def _put_defaults(dtype, device):
-    """torch's default dtype and device set back to these, where they changed."""
+def default_device():
+    """torch's default device: where a tensor made without `device=` goes."""
+    try:
+        return torch.get_default_device()
+    except AttributeError:  # torch 2.4, after torch.set_default_device(None): its getter fails; the CPU it is
+        return torch.device("cpu")
+
+
+def put_defaults(dtype, device):
+    """Set torch's default dtype and device back to these, where they changed."""
     if torch.get_default_dtype() != dtype:
         torch.set_default_dtype(dtype)
-    if torch.get_default_device() != device:
+    if default_device() != device:
         torch.set_default_device(None if device.type == "cpu" else device)
 
 
@@ -258,7 +266,7 @@ class SimulatedCuda:
             stack.callback(torch.set_grad_enabled, torch.is_grad_enabled())
             # code run here may set torch's default device to the fake cuda:0 (or the default dtype): put them back,
             # or every later tensor of the process asks for a CUDA this machine does not have
-            stack.callback(_put_defaults, torch.get_default_dtype(), torch.get_default_device())
+            stack.callback(put_defaults, torch.get_default_dtype(), default_device())
             stack.callback(self._restore_modules)
             patches = [
                 (torch.autograd, "backward", self._count_backward),

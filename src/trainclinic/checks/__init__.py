@@ -181,20 +181,19 @@ def call(fn, *args, name=None, where="", hints=None, restore_grad=True, defaults
 
 def _defaults():
     """torch's default dtype and device (what new tensors get when none is named)."""
-    return torch.get_default_dtype(), torch.get_default_device()
+    from ..device import default_device
+
+    return torch.get_default_dtype(), default_device()
 
 
 def _restore_defaults(saved):
     """Put back `_defaults()` where learner code changed them; [(what, was, now)] for each change."""
-    dtype, device = saved
-    now_dtype, now_device = _defaults()
-    changed = []
-    if now_dtype != dtype:
-        changed.append(("dtype", str(dtype).removeprefix("torch."), str(now_dtype).removeprefix("torch.")))
-        torch.set_default_dtype(dtype)
-    if now_device != device:
-        changed.append(("device", str(device), str(now_device)))
-        torch.set_default_device(None if device.type == "cpu" else device)
+    from ..device import put_defaults
+
+    now = _defaults()
+    changed = [(what, str(was).removeprefix("torch."), str(got).removeprefix("torch."))
+               for what, was, got in zip(("dtype", "device"), saved, now) if was != got]
+    put_defaults(*saved)
     return changed
 
 

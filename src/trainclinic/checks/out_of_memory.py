@@ -17,7 +17,7 @@ import re
 import torch
 from torch import nn
 
-from ..device import SimulatedCuda, pick_device
+from ..device import SimulatedCuda, default_device, pick_device
 from ..memory import LiveBytes, fmt
 from . import CheckFailed, call, check, close, devices, expect, flat, python_float, quiet, seeded, stale_grads
 
@@ -280,19 +280,24 @@ def _device_probe(accumulate_step, seed):
                 seen.update(str(t.device) for t in (*args, *kwargs.values()) if torch.is_tensor(t))
                 return real_loss(*args, **kwargs)
 
-            default = torch.get_default_device()
-            try:
-                with quiet():
-                    accumulate_step(fake, batch, loss_fn, opt, 3)
-                now = torch.get_default_device()  # (SimulatedCuda puts it back when it ends)
-                expect(now == default, "torch's default device when accumulate_step returned, with the model and the "
+            default = default_device()
+
+            def same_default(when):  # (SimulatedCuda puts it back when it ends)
+                now = default_device()
+                expect(now == default, f"torch's default device when accumulate_step {when}, with the model and the "
                        "batch on a simulated cuda:0", f"{default}, as it was", f"{now}: a process-wide setting, so "
                        "every tensor and model the caller makes afterwards would be made on the GPU",
                        "create new tensors where the batch is (device=inputs.device) instead of "
                        "torch.set_default_device(...), or put the default back before returning (try/finally)")
+
+            try:
+                with quiet():
+                    accumulate_step(fake, batch, loss_fn, opt, 3)
+                same_default("returned")
             except CheckFailed:
                 raise
             except Exception as exc:  # only a device error is a verdict; the rest is what a simulation cannot follow
+                same_default("stopped")  # (what it had done until then: setting the default comes first)
                 if not _DEVICE_ERROR.search(str(exc)):
                     return f" (the simulated cuda:0 could not follow this code, so its device check was skipped: " \
                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''})"
