@@ -185,6 +185,9 @@ def _child(rank, world, port, timeout, fn, args, base, env):
         out = {}
         try:
             dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=timeout))
+            # every rank connected before any runs fn: a rank that returned at once would close the group while
+            # another was still connecting to it (that one's error: gloo's "Connection closed by peer")
+            dist.barrier()
             out = {"value": fn(rank, world, *args)}
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent as a verdict
             out = {"error": (type(exc).__name__, str(exc), _where(exc))}
