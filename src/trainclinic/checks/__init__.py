@@ -137,13 +137,13 @@ HINTS = {  # the first key found in the exception's text gives the hint
 def call(fn, *args, name=None, where="", hints=None, restore_grad=True, defaults=False, **kwargs):
     """Call learner code quietly; its exceptions become CheckFailed naming them, with a hint where one fits
     (`hints`, a lesson's own {message fragment: hint}, first; then the shared HINTS). Whatever the code does to the
-    global grad mode, the check gets its own back (restore_grad=False: a check that observes it restores it). torch's
-    default dtype and device are put back too (defaults=True: and a change to them fails the call, where the lesson's
-    text asks the function to leave them alone)."""
+    global grad mode (and anomaly detection), the check gets its own back (restore_grad=False: a check that observes
+    them restores them). torch's default dtype and device are put back too (defaults=True: and a change to them fails
+    the call, where the lesson's text asks the function to leave them alone)."""
     name = name or getattr(fn, "__name__", "your function")
     if not callable(fn):
         raise CheckFailed(f"expected `{name}` to be a function, found {type(fn).__name__}")
-    grad = torch.is_grad_enabled()
+    grad, anomaly = torch.is_grad_enabled(), torch.is_anomaly_enabled()
     saved = _defaults()
     try:
         with quiet():
@@ -159,6 +159,10 @@ def call(fn, *args, name=None, where="", hints=None, restore_grad=True, defaults
             raise CheckFailed(f"`{name}` is not written yet: replace `raise NotImplementedError` with your code") from None
         if SimulatedCuda.active and simulation_limit(exc):
             raise SimulationLimit(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}{_where(exc)}") from None
+        if SimulatedCuda.active and isinstance(exc, AssertionError):  # the same code passed the checks' real runs
+            raise SimulationLimit(
+                f"an assert in your code failed there ({str(exc).splitlines()[0][:80] if str(exc) else 'no message'}"
+                f"{_where(exc)}): its tensors hold no values and record no autograd graph") from None
         hint = next((h for table in (hints or {}, HINTS) for key, h in table.items() if key in str(exc)), "")
         text = f"`{name}`{' ' + where if where else ''} raised {type(exc).__name__}: {exc}{_where(exc)}"
         # The learner's frames die now, with what they hold (tensors, a DataLoader's workers), not at a later
@@ -169,6 +173,8 @@ def call(fn, *args, name=None, where="", hints=None, restore_grad=True, defaults
         if restore_grad:
             torch.set_grad_enabled(grad)
         changed = _restore_defaults(saved)
+        if restore_grad and torch.is_anomaly_enabled() != anomaly:  # autograd's other process-wide mode
+            torch.set_anomaly_enabled(anomaly)
     if changed and defaults:
         what, was, now = changed[0]
         raise CheckFailed(
@@ -231,6 +237,10 @@ def gpu_probe(run):
             run(sim)
     except SimulationLimit as limit:
         return f" (the simulated cuda:0 cannot run this code, so its device check was skipped: {limit})"
+    except CheckFailed as failed:
+        if "simulated" in str(failed):
+            raise
+        raise CheckFailed(f"on a simulated GPU (no GPU here; PyTorch's FakeTensorMode): {failed}") from None
     finally:
         torch.set_grad_enabled(grad_mode)
     return " and on a simulated cuda:0"
