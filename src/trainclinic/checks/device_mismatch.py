@@ -160,6 +160,13 @@ def _verify_moved(to_device, batch, device, real=True, reached=()):
                    "changes)", "requires_grad=False: cut from its graph",
                    "move each tensor with .to(device) alone, no .detach(): an input that requires grad (an "
                    "adversarial perturbation, an input being optimised) must still get its gradient.")
+            reached = moved is value or torch.autograd.grad(moved.sum(), value, allow_unused=True)[0] is not None
+            expect(reached, f"{label} in to_device's result for a {kind} batch (a tensor that requires grad)",
+                   "still in the original's autograd graph: a gradient through it reaches the tensor passed in",
+                   "a new leaf (requires_grad set again after a .detach()): a gradient stops there and never "
+                   "reaches the tensor passed in",
+                   "move each tensor with .to(device) alone: .detach() cuts the graph, and requires_grad_() after it "
+                   "makes a new leaf, not the original's copy.")
 
 
 @check("to_device")
@@ -180,6 +187,9 @@ def check_to_device(to_device, seed=0):
             _verify_moved(to_device, batch, sim.device, real=False)
             _verify_moved(to_device, _partly_moved(batch, sim.tensor), sim.device, real=False)
             _verify_moved(to_device, _partly_moved(batch, sim.tensor), torch.device("cpu"), real=False)
+            # a second GPU, both ways (a device type alone does not say which GPU: DDP's ranks each use their own)
+            _verify_moved(to_device, _partly_moved(batch, lambda t: sim.tensor(t).to("cuda:1")), sim.device, real=False)
+            _verify_moved(to_device, _partly_moved(batch, sim.tensor), torch.device("cuda", 1), real=False)
 
     where = gpu_probe(probe)
     # a device that is neither the CPU nor cuda:0: code that reduces `device` to "cuda" or "cpu" is caught here
@@ -266,10 +276,15 @@ def _balanced_case(seed, classes, n):
 _GAPS = {torch.float32: 120, torch.float16: 20}  # exp(-gap) is 0 in that dtype: its probability underflows
 
 
+_SHIFTS = {torch.float32: 100, torch.float16: 12}  # exp of a logit this large overflows to inf in that dtype
+
+
 def _confident(logits, targets, dtype):
     """The logits with the first row confidently wrong: its target's logit _GAPS[dtype] below the row's largest, so
-    the target's probability underflows to 0 in `dtype`, where the cross-entropy is about the gap."""
+    the target's probability underflows to 0 in `dtype`, where the cross-entropy is about the gap; and the row raised
+    by _SHIFTS[dtype] (the softmax is the same), so exp of its logits overflows unless the row's max is taken out."""
     out = logits.clone()
+    out[0] += _SHIFTS[dtype]
     out[0, targets[0]] = out[0].max() - _GAPS[dtype]
     return out
 
@@ -312,8 +327,8 @@ def _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device, ba
     rtol, atol = _TOLERANCE[dtype]
     what = (f"the loss for {_name(dtype)} logits on {device} (n={len(targets)}, counts {counts}"
             + (", nearly balanced: the largest under twice the smallest)" if balanced else
-               f", nearly balanced, the first row confidently wrong: its target's logit {_GAPS.get(dtype)} below its "
-               "largest)" if confident else ")"))
+               f", nearly balanced, the first row confidently wrong: its logits about {_SHIFTS.get(dtype)}, its "
+               f"target's {_GAPS.get(dtype)} below its largest)" if confident else ")"))
     if dtype == torch.float64 and not close(got, want, rtol=rtol, atol=atol) and close(got, want):
         raise CheckFailed(f"{what}: expected {want.item():.12g}, observed {got.item():.12g}, equal only to "
                           f"float32 precision.\nHint: something was computed in float32: build the weights "
@@ -328,8 +343,9 @@ def _verify_loss(class_weighted_loss, counts, logits, targets, dtype, device, ba
         if confident and not torch.isfinite(got).all():
             raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}.\nHint: the target's "
                               f"probability, about exp(-{_GAPS[dtype]}), rounds to 0 in {_name(dtype)}, and log(0) is -inf "
-                              "(lesson 04): take log_softmax, which never forms the probability, or let "
-                              "F.cross_entropy do it.")
+                              f"(lesson 04); exp of a logit near {_SHIFTS[dtype]} is inf in {_name(dtype)}: take "
+                              "log_softmax (or torch.logsumexp), which subtracts the row's largest logit and never "
+                              "forms the probability, or let F.cross_entropy do it.")
         if not torch.isfinite(got).all() and sum(counts) > torch.finfo(dtype).max:
             raise CheckFailed(f"{what}: expected {want.item():.6g}, observed {got.item():.6g}.\nHint: the counts add "
                               f"up to {sum(counts)}, past {_name(dtype)}'s largest number "
