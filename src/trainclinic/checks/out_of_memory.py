@@ -324,12 +324,13 @@ def _call_step(fn, *args, own_mode=False, **kwargs):
     text asks the step to leave them alone)."""
     if not own_mode:
         return call(fn, *args, defaults=True, **kwargs)
-    before = torch.is_grad_enabled()
+    before, anomaly = torch.is_grad_enabled(), torch.is_anomaly_enabled()
     try:
         out = call(fn, *args, restore_grad=False, defaults=True, **kwargs)
-        after = torch.is_grad_enabled()
+        after, anomaly_after = torch.is_grad_enabled(), torch.is_anomaly_enabled()
     finally:
         torch.set_grad_enabled(before)
+        torch.set_anomaly_enabled(anomaly)
     expect(after == before, "autograd when accumulate_step returns (torch.is_grad_enabled())",
            f"{before}, as it was when the step was called", f"{after}: the step switched autograd "
            f"{'off' if before else 'on'} for the whole process and left it so"
@@ -337,6 +338,12 @@ def _call_step(fn, *args, own_mode=False, **kwargs):
            "leave the grad mode as you found it: optimizer.step() records no graph anyway, and `with torch.no_grad():` "
            "around a part that needs none switches it back when the block ends (torch.set_grad_enabled(False) on its "
            "own line does not).")
+    expect(anomaly_after == anomaly, "autograd's anomaly detection when accumulate_step returns "
+           "(torch.is_anomaly_enabled())", f"{'on' if anomaly else 'off'}, as it was when the step was called",
+           f"{'on' if anomaly_after else 'off'}: a process-wide setting the step changed and left so (with it on, "
+           "every later forward records a traceback and runs slower)",
+           "leave autograd's modes as you found them: to debug a step, use the block `with "
+           "torch.autograd.detect_anomaly():`, which puts the mode back when it ends.")
     return out
 
 
@@ -360,6 +367,62 @@ def _held_after(fn, model, batch, micro_batches, calls=3):
             gc.collect()
             held[-1] = live.allocated
     return held
+
+
+def _frozen_stays(accumulate_step, seed):
+    """On a model whose first layer is frozen (fine-tuning), with an optimizer of the trainable parameters only: the
+    frozen layer stays frozen and gets no gradient, as the full batch's backward gives it none."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 23)
+        model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+        x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    frozen = list(model[0].parameters())
+    for p in frozen:
+        p.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    try:
+        call(accumulate_step, model, (x, y), nn.CrossEntropyLoss(), opt, 2, name="accumulate_step", defaults=True,
+             where="on a model whose first layer is frozen (requires_grad=False), micro_batches=2")
+    except CheckFailed as failed:
+        if "` on a model whose first layer is frozen" in str(failed) and " raised " in str(failed):
+            return  # a step that cannot run with a frozen layer (.grad None there): the text promises no such model
+        raise
+    thawed = [p for p in frozen if p.requires_grad or p.grad is not None]
+    expect(not thawed, "the frozen first layer after accumulate_step (requires_grad=False, as in fine-tuning)",
+           "still frozen: requires_grad False and no .grad, as after the full batch's backward",
+           f"{len(thawed)} of its {len(frozen)} parameters with requires_grad True or a .grad",
+           "leave requires_grad as the caller set it (no model.requires_grad_(True)): a frozen layer is the "
+           "caller's choice, and unfreezing it trains what should stay fixed.")
+
+
+def _other_counts(accumulate_step, seed):
+    """One model and its optimizer, stepped with micro_batches=2, then 4, then 2 again (a loop that changes the
+    count, e.g. to fit a longer sequence): each step's gradients are the full batch's, whatever the count before."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 29)
+        model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+        x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    want = _grads(model, x, y, nn.CrossEntropyLoss())[0]
+    stale_grads(model, 0.5)  # as a previous step leaves them
+    opt = RecordingSGD(model.parameters(), lr=0.0)
+    counts = []
+    for m in (2, 4, 2):
+        counts.append(m)
+        before = len(opt.grads)
+        call(accumulate_step, model, (x, y), nn.CrossEntropyLoss(), opt, m, name="accumulate_step", defaults=True,
+             where=f"with micro_batches={m} on a model stepped before with micro_batches={counts[:-1]}"
+             if counts[:-1] else f"with micro_batches={m}")
+        got = opt.grads[-1] if len(opt.grads) > before else None
+        ok = got is not None and all(g is not None for g in got) and _matches(got, want)
+        ratio = ""
+        if got is not None and all(g is not None for g in got):
+            r = sum(g.double().norm() for g in got).item() / max(sum(w.double().norm() for w in want).item(), 1e-30)
+            ratio = f" (x{r:.3g} the full batch's)"
+        expect(ok, f"the gradients at optimizer.step() with micro_batches={m}, the same model and optimizer stepped "
+               f"before with micro_batches={', '.join(map(str, counts[:-1]))}" if len(counts) > 1 else
+               f"the gradients at optimizer.step() with micro_batches={m}", "the full batch's",
+               f"others{ratio}", "compute the scale from this call's micro_batches, every call: nothing kept from "
+               "an earlier call (no cache keyed on the model) may decide this one's loss")
 
 
 def _own_stream(accumulate_step, seed):
@@ -440,7 +503,14 @@ def check_accumulated_grads(accumulate_step, seed=0):
                     left += _hooks(model) - hooks
             finally:
                 hook.remove()
+            expect(not left, f"hooks on the model after accumulate_step returns ({where}, 2 calls)",
+                   "none left: what a call registers goes with it", f"{left} more than before the calls",
+                   "remove every hook you register before returning (keep the handle that register_*_hook returns "
+                   "and call handle.remove() in a finally block): a hook left behind runs at every later forward or "
+                   "backward, and one more piles up at each call.")
             seen.append(f"{batch_size}/{m}")
+    _frozen_stays(accumulate_step, seed)
+    _other_counts(accumulate_step, seed)
     _own_stream(accumulate_step, seed)
     probe = _device_probe(accumulate_step, seed)
     return (f"gradients accumulated over micro-batches (batch/micro_batches {', '.join(dict.fromkeys(seen))}) equal "
