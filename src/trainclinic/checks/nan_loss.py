@@ -375,6 +375,8 @@ def _safe_step_cases(safe_step, seed, rng, features, hidden, batch_size, dtype, 
     _zero_loss_step(safe_step, pristine, kind, x, y, dtype)
     # a parameter that gets no gradient (frozen): nothing to test there, a normal step on the others
     _frozen_step(safe_step, pristine, kind, x, y, dtype, rng)
+    _frozen_then_nan(safe_step, pristine, kind, (x, y_nan_grad), dtype)
+    _dropout_step(safe_step, kind, x, y, dtype, seed)
     _unused_stays(safe_step, pristine, x, y, dtype)
     _caller_changed(safe_step, pristine, kind, x, y, x_nan, dtype)
     return (f"NaN input, ±inf target, overflowing loss, -inf loss, NaN and inf gradients (all of them, or one entry of one "
@@ -474,7 +476,7 @@ def _expect_skipped(model, start, watch, loss_fn, got, what, bad, extra=""):
             hint = _skip_hint(value, loss_fn.backward, stepped, got)
             expected = f"no step: the weights exactly as they were (the loss was {value})"
         else:
-            raw = flat(watch.steps[0]["raw"] if watch.steps else watch.raw, model.parameters())
+            raw = flat(watch.steps[0]["raw"] if watch.steps else watch.raw, list(model.parameters()))
             change_text = _grad_change(watch.steps[0]["raw"], watch.steps[0]["grads"], watch.params) if stepped else ""
             expected = f"no step: the weights exactly as they were (the loss was {_num(value)}, backward() gave {summarize(raw)})"
             if "replaced in between" in change_text:
@@ -630,6 +632,75 @@ def _frozen_step(safe_step, pristine, kind, x, y, dtype, rng):
                f"a parameter that gets no gradient ({frozen} here: frozen, or unused by the forward) has .grad None: "
                "there is nothing to test, so skip it (if p.grad is not None) rather than refuse the step."
                if watched.backward else "")
+    _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
+
+
+def _frozen_then_nan(safe_step, pristine, kind, batch, dtype):
+    """The first parameter frozen (.grad None after backward), NaN in every later gradient: the step is refused (a scan
+    of the gradients that stops at the first missing one never reaches the NaN)."""
+    model = copy.deepcopy(pristine)
+    first = next(model.parameters())
+    first.requires_grad_(False)
+    for p in model.parameters():
+        p.grad = None
+    what = ("a loss whose value is finite but whose gradients are NaN, on a model whose first parameter is frozen "
+            "(requires_grad=False: its .grad stays None)")
+    _premise(model, batch, nan_gradient_loss, "nan", what)
+    start = _state(model)
+    loss_fn = _WatchedLoss(nan_gradient_loss)
+    with _Watch(model) as watch:
+        got = _call_safe(safe_step, model, batch, loss_fn, _optimizer(kind, [p for p in model.parameters()
+                                                                             if p.requires_grad]),
+                         name="safe_step", hints=_HINTS, where=f"on {what}")
+    _expect_skipped(model, start, watch, loss_fn, got, what, "nan",
+                    "a parameter without a gradient is skipped (continue), not the end of the scan (break): the "
+                    "gradients after it must be tested too.")
+
+
+def _dropout_step(safe_step, kind, x, y, dtype, seed):
+    """A model with Dropout, on a finite batch: the gradients stepped are those of the loss tested and returned (one
+    forward pass: a second one draws other masks)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 41)
+        base = nn.Sequential(nn.Linear(x.shape[1], 16), nn.Tanh(), nn.Dropout(0.5), nn.Linear(16, y.shape[1])).to(dtype)
+    model = copy.deepcopy(base)
+    opt = _optimizer(kind, model.parameters())
+
+    def reference(probes):  # the step on the masks of the forward pass after `probes` passes under no_grad
+        ref = copy.deepcopy(base)
+        ref_opt = _optimizer(kind, ref.parameters())
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 43)
+            with torch.no_grad():
+                for _ in range(probes):
+                    ref(x)
+            loss = _mse(ref(x), y)
+            loss.backward()
+            grads = [p.grad.detach().clone() for p in ref.parameters()]
+            ref_opt.step()
+        return ref, loss, grads
+
+    what = "a finite batch, on a model with Dropout(0.5) (each forward pass draws its own masks)"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 43)
+        with _Watch(model) as watch:
+            got = _call_safe(safe_step, model, (x, y), _WatchedLoss(_mse), opt, name="safe_step", hints=_HINTS,
+                             where=f"on {what}")
+    ref, ref_loss, ref_grads = reference(0)
+    mine = [s_ for s_ in watch.steps if s_["optimizer"] is opt]
+    if len(mine) == 1 and isinstance(got, float) and not close(got, ref_loss.item(), rtol=1e-4):
+        # a look under no_grad first, then the pass that is backpropagated, tested and returned: one step, whole
+        ref2, loss2, grads2 = reference(1)
+        if close(got, loss2.item(), rtol=1e-4) and not _grad_change(grads2, mine[0]["grads"], watch.params):
+            ref, ref_loss, ref_grads = ref2, loss2, grads2
+    if len(mine) == 1 and isinstance(got, float) and close(got, ref_loss.item(), rtol=1e-4) \
+            and _grad_change(ref_grads, mine[0]["grads"], watch.params) \
+            and not _grad_change(mine[0]["raw"], mine[0]["grads"], watch.params):
+        expect(False, f"the gradients optimizer.step() used on {what}", "those of the loss safe_step tested and "
+               "returned", "the gradients of another forward pass (other Dropout masks): the loss returned is the "
+               "first pass's, the step backpropagated a second one",
+               "run one forward pass: test that loss, backpropagate it, and return its .item(); a second pass (after "
+               "a probe under torch.no_grad()) draws new Dropout masks, so the step is not the loss you tested.")
     _expect_one_step(model, ref, ref_loss, ref_grads, opt, watch, got, what, dtype)
 
 
@@ -909,7 +980,7 @@ def check_train(train, seed=0, steps=None, batch_size=None):
                f"{str(dtype).replace('torch.', '')}")
     with standard_state(), _reference_safe_step(train) as calls:
         _sane_rate(train, ds, seed, batch_size, batches, n, steps, dtype, features, hidden, setting, calls)
-        _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after)
+        _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after, calls)
         _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden)
         _norm_overflows_at(train, ds, seed, batch_size, steps, dtype, features, hidden, after)
         _edge_runs(train, ds, seed, batch_size, dtype, features, hidden)
@@ -1096,13 +1167,15 @@ def _expect_batches(seen, losses, ds, batches, n, steps, where):
                "itertools.cycle, or a list of the batches, replays the first pass instead.")
 
 
-def _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after):
+def _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after, calls=None):
     model = _NaNAfter(_model(seed, features, hidden, dtype), after)
     loader = data.loader(ds, batch_size=batch_size, seed=seed)
     where_pass = (f"the first pass" if after < batches else
                   f"pass {after // batches + 1} over the loader's {batches} batches")
     what = f"a model whose output turns NaN at step {after} (counting from 0; {where_pass})"
+    before = calls.count if calls is not None else 0
     kind, result = _run(train, model, loader, 0.05, steps, f"on {what}")
+    made = calls.count - before if calls is not None and calls.sites else None  # safe_step calls, where counted
     _expect_ends(kind, result, f"train on {what}", steps,
                  f"from step {after} on every loss was NaN and safe_step returned None each time: when it returns "
                  "None, stop and raise FloatingPointError (a loop that skips or retries without counting never ends).")
@@ -1118,6 +1191,11 @@ def _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden
         expect(False, f"train on {what}", f"FloatingPointError naming step {after}", observed,
                f"from step {after} on every loss was NaN and safe_step returned None, but train went on: when "
                "safe_step returns None, stop and raise FloatingPointError naming the step.")
+    expect(made is None or made <= after + 1, f"safe_step calls of train on {what}",
+           f"{after + 1} (steps 0 to {after}: the first None ends the run)", made,
+           f"train went on calling safe_step after it returned None at step {after}: raise FloatingPointError at "
+           "once, inside the loop (a later finite batch would take a step after the failure, and the error comes "
+           "late)")
     deliberate = bool(step_named(result)) or re.search(r"nan|inf|finite", str(result), re.I)
     expect(isinstance(result, FloatingPointError), f"the error train raised on {what}",
            f"FloatingPointError naming step {after}", _raised(result) + _where(result),
