@@ -577,12 +577,14 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
         if device.type == "cuda":
             torch.cuda.manual_seed(seed + 100)
         states, handles = _record_dropout_rng(model, device)
+        begun = _rng_state(device)
         try:
             with watch_validation(model) as w, _grad_mode_kept(), _graphs_kept(model) as alive:
                 got = call(train_epoch, model, loader, opt, name="train_epoch", where="on a model left in eval mode")
         finally:
             for h in handles:
                 h.remove()
+        moved = not torch.equal(_rng_state(device), begun)
     batches = len(loader)
     expect(w.calls, "forward passes of the model inside train_epoch", "at least one", "none")
     steps = _steps(w)
@@ -634,6 +636,12 @@ def check_train_epoch(train_epoch, seed=0, n=None, batch_size=None, lr=0.1):
            "add loss.item() to a float total (or append it to a list of floats): a loss tensor holds its step's "
            "autograd graph, and summing them keeps every step's graph alive until the epoch ends.")
 
+    expect(moved, "the global random stream Dropout draws from, after train_epoch",
+           f"moved on by the epoch's {batches} Dropout masks, as a plain epoch moves it",
+           "as it was before the epoch: train_epoch put the random state back (e.g. torch.random.fork_rng around "
+           "it, or set_rng_state), so the next epoch draws the same masks again",
+           "leave the random stream alone inside train_epoch: each epoch must draw new masks from where the last "
+           "one left the stream.")
     other = _mixed_start(train_epoch, seed, c, lr)
     expect(not (states and other and torch.equal(states[0], other[0])),
            "the first Dropout mask of two epochs begun from different random states (the caller's "
