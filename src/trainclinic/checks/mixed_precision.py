@@ -151,6 +151,19 @@ def check_make_scaler(make_scaler, seed=0):
         # runs. Only the scaler is built then (nothing runs on CUDA): a scaler for a fixed device shows here.
         device = torch.device("cuda:0")
         arg = device if seed % 2 == 0 else str(device)
+        try:  # as this machine is, without CUDA: still a scaler for the device passed (it disables itself there)
+            bare = call(make_scaler, arg, name="make_scaler", hints=_HINTS, where=f"({arg!r}), without CUDA")
+        except CheckFailed:  # code that touches CUDA itself cannot run here: not a verdict
+            bare = None
+        if bare is not None:
+            expect(isinstance(bare, torch.amp.GradScaler) and _kind(bare) == "cuda",
+                   f"the device type of make_scaler({arg!r})'s GradScaler on this machine, without CUDA",
+                   "'cuda', the type of the device passed (GradScaler then warns and disables itself: nothing runs "
+                   "on that device here anyway)", repr(_kind(bare)) if isinstance(bare, torch.amp.GradScaler)
+                   else type(bare).__name__,
+                   "build the scaler for the device it is given, whatever this machine has: "
+                   "torch.amp.GradScaler(torch.device(device).type); a type picked from torch.cuda.is_available() "
+                   "is for another device than the one passed")
         where = "on a machine with CUDA (simulated here: torch.cuda.is_available() made True during the call)"
         try:
             with _cuda_present():
@@ -562,7 +575,20 @@ def check_overflow_skipped(amp_step, seed=0):
         with torch.no_grad(), torch.autocast(device.type, dtype=torch.float16):
             want = float(_cross_entropy(model(x), y))
         what = "a normal batch with a loss scale of 2**40 (its loss finite, its scaled float16 gradients overflow)"
-        got, _ = _run(amp_step, model, (x, y), _cross_entropy, opt, huge, what, dtype=torch.float16)
+        start = [p.detach().clone() for p in model.parameters()]
+        got, watch = _run(amp_step, model, (x, y), _cross_entropy, opt, huge, what, dtype=torch.float16)
+        # (whether the step's gradients overflowed: a step that never scaled them, check_amp_trains's, has none)
+        bad = [n for (n, _), g in zip(model.named_parameters(), watch.steps[0] if watch.steps else [])
+               if g is not None and not torch.isfinite(g).all()]
+        broken = any(not torch.isfinite(p).all() for p in model.parameters())
+        moved = [n for (n, p), s in zip(model.named_parameters(), start) if not torch.equal(p.detach(), s)]
+        expect(not (moved and (bad or broken)), f"the weights after amp_step on {what}", "exactly as they were (the "
+               "step skipped: a gradient holds inf)", f"{', '.join(moved[:3])} changed" + (
+                   " (to NaN or inf)" if broken else "") + (f", by an optimizer step with inf in the gradients of "
+                                                            f"{', '.join(bad[:3])}" if bad else ""),
+               "a finite loss does not mean finite gradients: the backward pass overflows on its own. Always step "
+               "through scaler.step(optimizer), which looks at the gradients, never optimizer.step() directly"
+               if watch.steps else "")
         got = _number(got, f"amp_step's return value on {what}")
         control = _number(_run(amp_step, model, (x, y), _cross_entropy, opt, _scaler(device), "the same batch "
                                "with the default scale", dtype=torch.float16)[0], "amp_step's return value")
@@ -687,6 +713,7 @@ def check_clip_unscaled(amp_step, seed=0):
         factor = float(math.ceil(3.0 / norm)) if norm < 3.0 else 1.0
         cases = [(round(norm * (0.2 + 0.1 * (seed % 3)), 4), 1.0, True), (round(norm * 3, 4), 1.0, True),
                  (1, factor, True), (round(norm * 0.5, 4), 1.0, False)]
+        cases.append((round(norm * 0.004, 6), 1.0, True))  # a norm 250x max_norm: clipped as any other, a step
         if seed:
             cases.append((0.0, 1.0, True))  # hidden: a max_norm given, all gradients clipped to nothing (not `if max_norm:`)
         for max_norm, k, enabled in cases:
@@ -722,7 +749,10 @@ def check_clip_unscaled(amp_step, seed=0):
             err = _rel(grads, expected, list(m.parameters()))
             tol_k = tol if enabled else 2e-2
             unclipped = _rel(grads, [w * k for w in want], list(m.parameters())) <= tol_k
-            if got < 0.01 * min(norm_k, max_norm):
+            if got == 0:
+                hint = ("the gradients at the step are all zero: clip them to max_norm whatever their norm (a large "
+                        "norm is what clipping is for: the step still happens, with norm max_norm)")
+            elif got < 0.01 * min(norm_k, max_norm):
                 hint = (f"the norm at the step is {min(norm_k, max_norm) / max(got, 1e-30):.3g}x too small: the "
                         "gradients were clipped while still scaled, then unscaled. Call scaler.unscale_(optimizer) "
                         "before clip_grad_norm_")
