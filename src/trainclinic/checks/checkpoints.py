@@ -676,13 +676,23 @@ class _Scripted:
     """The validation loss fit sees: a scripted value per epoch (the epoch counted by the reference train_epoch);
     it records the model's weights and the scheduler's last_epoch at each call."""
 
-    def __init__(self, run, values, first_epoch, trained):
+    def __init__(self, run, values, first_epoch, trained, fit=None):
         self.model, self.scheduler = run.model, run.scheduler
         self.values, self.first, self.trained = values, first_epoch, trained
         self.calls, self.weights, self.steps = 0, {}, {}
+        g = getattr(fit, "__globals__", None)
+        self.hooked = isinstance(g, dict) and "train_epoch" in g  # its epochs are counted by the reference train_epoch
+        self.before = 0  # calls before the first epoch trained (e.g. a look at the model just resumed)
+
+    def epochs(self):
+        """How many epochs fit validated: every call, or those after training began where it looked before."""
+        return self.calls - self.before if self.before and self.trained[0] else self.calls
 
     def __call__(self):
         self.calls += 1
+        if self.hooked and not self.trained[0]:  # the model as loaded (or as built): not an epoch's validation
+            self.before += 1
+            return self.values[self.first - 1] if self.first else max(self.values) + 1.0
         epoch = self.first + (self.trained[0] if self.trained[0] else self.calls) - 1
         self.weights[epoch] = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.steps.setdefault(epoch, self.scheduler.last_epoch)
@@ -851,13 +861,13 @@ def check_fit(fit, seed=0):
         trained = [0, [], []]
         _seed_globals(seed)
         first = _Run(case, seed, seed, seed + 100)
-        ev1 = _Scripted(first, values, 0, trained)
+        ev1 = _Scripted(first, values, 0, trained, fit)
         with _references(fit, trained):
             # `folder` a pathlib.Path here, a str at the restart (the text allows both)
             call(fit, *first.objects, ev1, stop + 1, pathlib.Path(folder), name="fit", hints=_FOLDER_HINTS,
                  where=f"(epochs={stop + 1}, a new folder, given as a pathlib.Path)")
-        expect(ev1.calls == stop + 1, f"the validations fit runs for epochs={stop + 1} from an empty folder", stop + 1,
-               ev1.calls, "one evaluate() per epoch, after training it")
+        expect(ev1.epochs() == stop + 1, f"the validations fit runs for epochs={stop + 1} from an empty folder",
+               stop + 1, ev1.epochs(), "one evaluate() per epoch, after training it")
         _check_rates(trained[1], rates, 0, case)
         _check_order(ev1)
         _check_last_saved(trained[2], 0, f"(epochs={stop + 1}, from an empty folder)")
@@ -874,13 +884,14 @@ def check_fit(fit, seed=0):
         trained[0], trained[1], trained[2] = 0, [], []
         _seed_globals(seed + 7919)
         second = _Run(case, seed + 1, seed + 2, seed + 100)
-        ev2 = _Scripted(second, values, stop + 1, trained)
+        ev2 = _Scripted(second, values, stop + 1, trained, fit)
         with _references(fit, trained):
             got = call(fit, *second.objects, ev2, epochs, str(folder), name="fit", hints=_FOLDER_HINTS,
                        where=f"(epochs={epochs}, the folder of a run stopped after epoch {stop}, given as a str)")
-        expect(ev2.calls == epochs - stop - 1, f"the validations fit runs for epochs={epochs} when folder/'last.pt' holds "
-               f"epoch {stop}", epochs - stop - 1, ev2.calls,
-               "it started again from epoch 0: resume from last.pt first" if ev2.calls == epochs else "")
+        expect(ev2.epochs() == epochs - stop - 1,
+               f"the validations fit runs for epochs={epochs} when folder/'last.pt' holds "
+               f"epoch {stop}", epochs - stop - 1, ev2.epochs(),
+               "it started again from epoch 0: resume from last.pt first" if ev2.epochs() == epochs else "")
         _check_rates(trained[1], rates, stop + 1, case)
         _check_order(ev2)
         _check_last_saved(trained[2], stop + 1, f"(epochs={epochs}, resumed after epoch {stop})")
@@ -934,7 +945,7 @@ def check_fit(fit, seed=0):
         trained[0], trained[1], trained[2] = 0, [], []
         _seed_globals(seed + 31)
         third = _Run(dict(case, n=2 * case["batch"]), seed + 3, seed + 4, seed + 100)  # two steps an epoch
-        ev3 = _Scripted(third, plateau, 0, trained)
+        ev3 = _Scripted(third, plateau, 0, trained, fit)
         with _references(fit, trained), _folder() as parent:
             other = os.path.join(parent, "runs", "seed0")  # a folder that does not exist yet, nor its parent
             create = "create the folder and its parents first: pathlib.Path(folder).mkdir(parents=True, exist_ok=True)"
@@ -942,11 +953,12 @@ def check_fit(fit, seed=0):
                        hints={"does not exist": create, "No such file or directory": create},
                        where=f"(epochs={PLATEAU}, a folder that does not exist yet, nor its parent, runs/seed0; "
                        f"validation losses {plateau})")
-        expect(ev3.calls == PLATEAU, f"the validations fit runs for epochs={PLATEAU} from an empty folder when the "
+        expect(ev3.epochs() == PLATEAU, f"the validations fit runs for epochs={PLATEAU} from an empty folder when the "
                f"validation loss does not improve from epoch 1 to epoch {PLATEAU - 2} (losses {plateau})", PLATEAU,
-               ev3.calls, f"it stopped after epoch {ev3.calls - 1}, {ev3.calls - 1} epochs without improvement: every "
+               ev3.epochs(), f"it stopped after epoch {ev3.epochs() - 1}, {ev3.epochs() - 1} epochs without "
+               "improvement: every "
                "epoch up to `epochs` trains and validates, whatever the loss does (no early stopping)"
-               if 1 < ev3.calls < PLATEAU else "")
+               if 1 < ev3.epochs() < PLATEAU else "")
         expect(_number(got) == 0.25, f"the best validation loss fit returns (epochs={PLATEAU}, losses {plateau})",
                0.25, repr(got)[:60])
     when = "after" if later else "before"
