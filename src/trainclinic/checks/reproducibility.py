@@ -211,7 +211,14 @@ def check_worker_init_fn(worker_init_fn, seed=0):
     expect(diff == 0, "a second loader with the same generator seed", "the same augmentations, bit for bit",
            f"{diff} of {len(values)} differ", "seed the new Generator from get_worker_info().seed (drawn from the "
            "loader's seeded generator), not from the clock, the OS or np.random.default_rng() without a seed")
-    return f"{len(values)} distinct augmentations ({workers} workers, 2 epochs), repeated under the same loader seed"
+    alone = _run_loader(worker_init_fn, 200 + seed, 1, 4)  # one worker: its copy still restarts at every epoch
+    repeated = [v for v in alone[1] if v in set(alone[0])]
+    expect(not repeated, "epoch 1's augmentations in a DataLoader with 1 worker", "all new, as with several workers",
+           f"{len(repeated)} of 4 repeat epoch 0",
+           "reseed the worker's copy whatever the number of workers: a single worker also starts each epoch from a "
+           "fresh copy of the Dataset, whose Generator restarts where the main process left it")
+    return (f"{len(values)} distinct augmentations ({workers} workers, 2 epochs; 1 worker too), repeated under the "
+            "same loader seed")
 
 
 # ---- the pipeline, in two processes ---------------------------------------------------------------------------
