@@ -84,6 +84,20 @@ def _rank_job(rank, world, train, case, ckpt_path):
         return None
 
     torch.save = recording_save  # this rank's own process: the parent's torch is untouched
+
+    def slow(rename):  # a file renamed onto ckpt_path (an atomic write) arrives a while later: only a barrier waits
+        def renaming(src, dst, *args, **kwargs):
+            if os.path.abspath(os.fspath(dst)) == os.path.abspath(ckpt_path):
+                time.sleep(_SLOW_SAVE)
+            return rename(src, dst, *args, **kwargs)
+        return renaming
+
+    os.replace, os.rename = slow(os.replace), slow(os.rename)
+    # each rank's wall clock 1.5 s apart, as ranks started at different moments (or on machines whose clocks differ)
+    # read it: a seed taken from the clock is then not the same on every rank (time differences are unchanged)
+    clock, clock_ns, skew = time.time, time.time_ns, 1.5 * rank
+    time.time = lambda: clock() + skew
+    time.time_ns = lambda: clock_ns() + int(skew * 1e9)
     torch.manual_seed(7919 * (rank + 1) + case["model_seed"])  # each rank its own stream, as separate processes
     steps = [0]
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -150,6 +164,7 @@ def run_train(train, seed=0, world=None, timeout=TIMEOUT, deadline=DEADLINE):
     world = case["world"]
     with tempfile.TemporaryDirectory(prefix="trainclinic-ckpt-") as folder:
         path = os.path.join(folder, "checkpoint.pt")
+        torch.save(_stale(case), path)  # an older run's checkpoint is there: this run's must replace it
         run = launch(_rank_job, world=world, args=(train, case, path), timeout=timeout, deadline=deadline)
         files = sorted(os.listdir(folder))
         loaded = {}
@@ -159,6 +174,11 @@ def run_train(train, seed=0, world=None, timeout=TIMEOUT, deadline=DEADLINE):
             except Exception as exc:  # noqa: BLE001 - reported by the checkpoint check
                 loaded[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
     return case, run, files, loaded, path
+
+
+def _stale(case):
+    """The state dict of an earlier run's model, left at ckpt_path before train runs."""
+    return TwoHeads(seed=case["model_seed"] + 1).state_dict()
 
 
 def _describe(case):
@@ -408,12 +428,16 @@ def check_sharding(train, seed=0):
                and sizes == [math.ceil(n / 2)] * world else "")
         union = set().union(*map(set, lists))
         missing = sorted(set(range(n)) - union)
+        seeds = ("every rank's DistributedSampler must shuffle with the same seed (the default, or one number "
+                 "passed to every rank; not the clock or the rank): each rank takes its share of the permutation its "
+                 "own seed gives, so ranks with different seeds read overlapping shares")
         expect(not missing, f"epoch {e}: the data set covered by the ranks together", f"all {n} samples",
-               f"{len(missing)} never read ({missing[:8]}{' ...' if len(missing) > 8 else ''})")
+               f"{len(missing)} never read ({missing[:8]}{' ...' if len(missing) > 8 else ''})",
+               seeds if sizes == [share] * world else "")
         overlap = sum(sizes) - len(union)
         expect(overlap <= world * share - n, f"epoch {e}: samples read by more than one rank",
                f"at most {world * share - n} (DistributedSampler's padding, for {n} samples on {world} ranks)",
-               overlap)
+               overlap, seeds if sizes == [share] * world else "")
     return f"{_describe(case)}: each epoch the ranks read disjoint shares of {share} that cover the {n} samples"
 
 
@@ -466,6 +490,13 @@ def check_checkpoint(train, seed=0):
     state = loaded[files[0]]
     expect(not isinstance(state, str), "torch.load of the checkpoint", "a state_dict", state)
     expect(isinstance(state, dict), "the checkpoint", "a state_dict (a dict of tensors)", type(state).__name__)
+    stale = {k: v.tolist() for k, v in _stale(case).items()}
+    expect(not _same_state(state, stale), "the checkpoint at ckpt_path after train",
+           "this run's trained model (ckpt_path held an older checkpoint before the run)",
+           "the older checkpoint, as it was before the run: nothing replaced it",
+           "rank 0 saves to ckpt_path at the end of every run, over any file already there: "
+           "torch.save(ddp.module.state_dict(), ckpt_path) (a checkpoint left by an earlier run is not this one's)"
+           if savers.get(0) or not any(savers.values()) else "")
     model = TwoHeads(seed=case["model_seed"])
     try:
         model.load_state_dict(state, strict=True)
