@@ -176,6 +176,21 @@ def check_prepare_batch(prepare_batch, seed=0):
         expect(loss.dtype == torch.float32 and close(loss, want), "the cross-entropy on your batch",
                f"{want.item():.5f} (float32)", f"{loss.item():.5f} ({loss.dtype})")
     (n, size, width), kept = cases[0], None
+    # a corrupt pixel (NaN, inf, -inf) stays what it is: a batch is reshaped and converted, not repaired (a NaN that
+    # became 0 would hide a broken loader; lesson 04 finds it in the loss)
+    images, labels = raw_batch(n, size, 3, seed=seed + 151, width=width)
+    flat_view = images.view(-1)
+    flat_view[0], flat_view[size + 1], flat_view[-1] = float("nan"), float("inf"), -float("inf")
+    x, _ = _pair(call(prepare_batch, images.clone(), labels.clone(), hints=HINTS, name="prepare_batch",
+                      where="(images with a NaN, an inf and a -inf pixel)"), "prepare_batch")
+    same = x.numel() == images.numel() and bool(torch.isclose(
+        x.detach().double().reshape(images.shape), images.float().double(), rtol=1e-6, atol=0, equal_nan=True).all())
+    expect(same, "images values, for images with a NaN, an inf and a -inf pixel",
+           "unchanged, NaN and inf included (only dtype and shape change)",
+           f"{int(torch.isnan(x).sum())} NaN and {int(torch.isinf(x).sum())} inf among them (the images hold 1 NaN "
+           "and 2 inf)" if int(torch.isnan(x).sum()) != 1 or int(torch.isinf(x).sum()) != 2 else "other values",
+           "convert and reshape only: no nan_to_num, clamp or other repair (a NaN made 0 hides a broken input, which "
+           "the loss would otherwise show)")
     for shift in (0.0, 7.0):  # two calls: the first result must not change when the second is made
         images, labels = raw_batch(n, size, 3, seed=seed + 101, width=width)
         x, y = _pair(call(prepare_batch, images + shift, labels, hints=HINTS, name="prepare_batch"), "prepare_batch")
