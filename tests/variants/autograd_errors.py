@@ -315,3 +315,12 @@ if _torch.backends.cuda.is_built() and not _torch.cuda.is_available():
     BLIND17.pop('train_h_parked_on_cpu')
 for _name, _spec in BLIND17.items():
     VARIANTS[f"blind17_{_name}"] = _spec
+
+
+BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
+    # Correct with harmless extras: asserts the detach and the graph, keeps a copy of each call's float losses in a 
+    'ok_train_extra_asserts_and_history': {'cells': {'sgd_update': 'def sgd_update(params, lr):\n    """p <- p - lr * p.grad, in place, for every p with a gradient: each p stays the same leaf tensor."""\n    with torch.no_grad():\n        for p in params:\n            if p.grad is not None:\n                p.sub_(lr * p.grad)\n', 'validate': 'def validate(model, batches):\n    """Mean MSE over the chunks (hidden state carried), as a float, without building a graph."""\n    total, h = 0.0, None\n    with torch.no_grad():\n        for x, y in batches:\n            pred, h = model(x, h)\n            total += F.mse_loss(pred, y).item()\n    return total / len(batches)\n', 'train': 'HISTORY = []   # every call\'s losses, for plotting later\n\ndef train(model, batches, lr):\n    """Truncated BPTT with a hand-written SGD step: one step per chunk, hidden state carried and detached."""\n    losses = []\n    h = None\n    for i, (x, y) in enumerate(batches):\n        model.zero_grad()\n        h_in = None if h is None else h.detach()\n        assert h_in is None or h_in.grad_fn is None\n        pred, h = model(x, h_in)\n        loss = F.mse_loss(pred, y)\n        assert loss.grad_fn is not None, f"chunk {i}: no graph"\n        loss.backward()\n        sgd_update(model.parameters(), lr)\n        losses.append(loss.item())\n    HISTORY.append(list(losses))\n    return losses\n'},
+        'lost': {}},
+}
+for _name, _spec in BLIND19.items():
+    VARIANTS[f"blind19_{_name}"] = _spec

@@ -754,7 +754,7 @@ BLIND5 = {
     move = lambda v: v.to(target) if isinstance(v, torch.Tensor) else v
     if isinstance(batch, dict):
         return {k: move(v) for k, v in batch.items()}
-    return type(batch)(move(v) for v in batch)''', {'check_to_device': 'observed batch[0] on cpu'}),
+    return type(batch)(move(v) for v in batch)''', {'check_to_device': 'expected every tensor on cuda:1'}),
     # reseeds the caller's global RNG at every step
     'train_step_reseeds_global_rng': ('train_step', '''def train_step(model, batch, loss_fn, optimizer, device):
     """One training step on `device`; returns the loss as a float."""
@@ -925,7 +925,19 @@ for _name, _spec in BLIND17.items():
 BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
     # Cross-entropy as log(softmax(...)) instead of a fused log_softmax: equal for moderate logits, but when a proba
     'cwl_softmax_then_log': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    move = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v\n    if isinstance(batch, dict):\n        return {k: move(v) for k, v in batch.items()}\n    if isinstance(batch, tuple):\n        return tuple(move(v) for v in batch)\n    return [move(v) for v in batch]\n', 'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n    """Cross-entropy with balanced class weights, built on the logits\' device."""\n    n_total, n_classes = sum(class_counts), len(class_counts)\n    w = torch.tensor([n_total / (n_classes * c) for c in class_counts], device=logits.device, dtype=logits.dtype)\n    probs = torch.softmax(logits, dim=1)                         # cross-entropy = -log p[target], weighted\n    return torch.nn.functional.nll_loss(torch.log(probs), targets, weight=w)\n', 'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
-        'lost': {'check_class_weighted_loss': "the first row confidently wrong: its target's logit 120 below its largest)"}},
+        'lost': {'check_class_weighted_loss': 'the first row confidently wrong: its logits about 100'}},
 }
 for _name, _spec in BLIND18.items():
     VARIANTS[f"blind18_{_name}"] = _spec
+
+
+BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
+    # Right weights, device, dtype and weighted-mean formula, but log-sum-exp without subtracting the max: exp overf
+    'cwl_logsumexp_without_shift': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    def move(v):\n        return v.to(device) if isinstance(v, torch.Tensor) else v\n    if isinstance(batch, dict):\n        return {k: move(v) for k, v in batch.items()}\n    if isinstance(batch, tuple):\n        return tuple(move(v) for v in batch)\n    return [move(v) for v in batch]\n', 'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n    """Cross-entropy with balanced class weights, built on the logits\' device."""\n    n_total, n_classes = sum(class_counts), len(class_counts)\n    w = torch.tensor([n_total / (n_classes * c) for c in class_counts], device=logits.device, dtype=logits.dtype)\n    # cross-entropy written out: log(sum(exp(z))) - z[target], weighted mean\n    lse = logits.exp().sum(dim=1).log()\n    picked = logits.gather(1, targets.unsqueeze(1)).squeeze(1)\n    wt = w[targets]\n    return ((lse - picked) * wt).sum() / wt.sum()\n', 'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_class_weighted_loss': 'the first row confidently wrong: its logits about'}},
+    # Compares only the device TYPE: a tensor on cuda:1 asked to go to cuda:0 (or on cuda:0 asked for cuda:1, as DDP
+    'td_moves_only_across_device_types': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    target = torch.device(device)\n    def move(v):\n        # skip the copy when the tensor is already on that kind of device (saves a transfer)\n        if isinstance(v, torch.Tensor) and v.device.type != target.type:\n            return v.to(target)\n        return v\n    if isinstance(batch, dict):\n        return {k: move(v) for k, v in batch.items()}\n    return type(batch)(move(v) for v in batch)\n', 'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n    """Cross-entropy with balanced class weights, built on the logits\' device."""\n    n_total, n_classes = sum(class_counts), len(class_counts)\n    weights = [n_total / (n_classes * c) for c in class_counts]\n    w = torch.tensor(weights, device=logits.device, dtype=logits.dtype)\n    return nn.functional.cross_entropy(logits, targets, weight=w)\n', 'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs, labels = inputs.to(device), labels.to(device)\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_to_device': 'but batch[0] on cuda:1'}},
+}
+for _name, _spec in BLIND19.items():
+    VARIANTS[f"blind19_{_name}"] = _spec

@@ -246,3 +246,18 @@ BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND18.items():
     VARIANTS[f"blind18_{_name}"] = _spec
+
+
+BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
+    # 'Never overwrite a checkpoint': rank 0 saves only when ckpt_path does not exist. On a fresh path it is exactly
+    'save_if_not_exists': {'cells': {'train': 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    if rank == 0 and not os.path.exists(ckpt_path):   # never clobber a checkpoint\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        'lost': {'check_checkpoint': 'nothing replaced it'}},
+    # Seeds the sampler from the wall clock, read separately on each rank: the ranks agree only when they build thei
+    'sampler_seed_wallclock': {'cells': {'train': 'import time\n\n\ndef train(rank, world, model, dataset, epochs, ckpt_path):\n    ddp = DDP(model, find_unused_parameters=True)\n    # a different shuffle every run, not the same seed-0 permutations each time\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=int(time.time()))\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), ckpt_path)\n    dist.barrier()\n'},
+        'lost': {'check_sharding': 'must shuffle with the same seed'}},
+    # An atomic write done in the wrong order: the rename to ckpt_path happens on rank 0 AFTER the barrier, so the o
+    'atomic_rename_after_barrier': {'cells': {'train': 'def train(rank, world, model, dataset, epochs, ckpt_path):\n    ddp = DDP(model, find_unused_parameters=True)\n    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)\n    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n    for epoch in range(epochs):\n        sampler.set_epoch(epoch)\n        for x, y in loader:\n            opt.zero_grad()\n            F.cross_entropy(ddp(x)[0], y).backward()\n            opt.step()\n    tmp = ckpt_path + ".tmp"\n    if rank == 0:\n        torch.save(ddp.module.state_dict(), tmp)       # atomic write: a temp file first...\n    dist.barrier()\n    if rank == 0:\n        os.replace(tmp, ckpt_path)                     # ...renamed once everybody is here\n'},
+        'lost': {'check_checkpoint': 'when train returned on each rank, the checkpoint'}},
+}
+for _name, _spec in BLIND19.items():
+    VARIANTS[f"blind19_{_name}"] = _spec

@@ -618,3 +618,18 @@ BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND18.items():
     VARIANTS[f"blind18_{_name}"] = _spec
+
+
+BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
+    # 'Defensive' model.requires_grad_(True): identical on the notebook's MLP, but it UNFREEZES a frozen layer (fine
+    'unfreezes_model': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    model.requires_grad_(True)       # make sure every weight gets its gradient\n    total = 0.0\n    with torch.enable_grad():\n        optimizer.zero_grad()\n        for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n            loss = loss_fn(model(xb), yb) / micro_batches\n            loss.backward()\n            total += loss.item()\n        optimizer.step()\n    return total\n'},
+        'lost': {'check_accumulated_grads': 'the frozen first layer after accumulate_step'}},
+    # A logging forward hook registered on the model every call and never removed: gradients are exact, but after k 
+    'forward_hook_counter_left': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    seen = []\n    model.register_forward_hook(lambda mod, inp, out: seen.append(out.shape[0]))   # log piece sizes\n    total = 0.0\n    with torch.enable_grad():\n        optimizer.zero_grad()\n        for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n            loss = loss_fn(model(xb), yb) / micro_batches\n            loss.backward()\n            total += loss.item()\n        optimizer.step()\n    print("piece sizes:", seen[-micro_batches:])\n    return total\n'},
+        'lost': {'check_accumulated_grads': 'hooks on the model after accumulate_step returns'}},
+    # AMBIGUOUS: the step is exact, but it switches on anomaly detection process-wide and never restores it (every l
+    'anomaly_mode_left_on': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    torch.autograd.set_detect_anomaly(True)     # debugging the NaN from last week\n    total = 0.0\n    with torch.enable_grad():\n        optimizer.zero_grad()\n        for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n            loss = loss_fn(model(xb), yb) / micro_batches\n            loss.backward()\n            total += loss.item()\n        optimizer.step()\n    return total\n'},
+        'lost': {'check_one_step': 'anomaly detection when accumulate_step returns'}},
+}
+for _name, _spec in BLIND19.items():
+    VARIANTS[f"blind19_{_name}"] = _spec

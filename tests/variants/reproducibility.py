@@ -202,3 +202,12 @@ BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND18.items():
     VARIANTS[f"blind18_{_name}"] = _spec
+
+
+BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
+    # Reseeds only when there are several workers, reading the bug as 'workers duplicate each other'. With one worke
+    'worker_reseeds_only_with_several_workers': {'cells': {'seed_everything': 'def seed_everything(seed):\n    """Seed random, numpy\'s global generator and torch with `seed`."""\n    random.seed(seed)\n    np.random.seed(seed)\n    torch.manual_seed(seed)\n', 'worker_init_fn': 'def worker_init_fn(worker_id):\n    """Reseed the worker\'s copy of the Dataset\'s Generator (dataset.rng) from the worker\'s own seed."""\n    info = torch.utils.data.get_worker_info()\n    if info.num_workers > 1:      # one worker cannot duplicate another: nothing to fix\n        info.dataset.rng = np.random.default_rng(info.seed)\n', 'build_vocab': 'def build_vocab(texts):\n    """{word: index} for every distinct word, the same in every process."""\n    words = sorted({w for t in texts for w in t.split()})\n    return {w: i for i, w in enumerate(words)}\n', 'make_loader': 'def make_loader(dataset, seed):\n    """A shuffled DataLoader with 2 workers whose batches and augmentations depend on `seed` alone."""\n    return DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, worker_init_fn=worker_init_fn,\n                      generator=torch.Generator().manual_seed(seed))\n'},
+        'lost': {'check_worker_init_fn': "epoch 1's augmentations in a DataLoader with"}},
+}
+for _name, _spec in BLIND19.items():
+    VARIANTS[f"blind19_{_name}"] = _spec
