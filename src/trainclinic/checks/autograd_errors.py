@@ -393,7 +393,7 @@ def _update(sgd_update, params_now, params, skip, c, grad_mode, where, what):
            "untouched: change p itself, in place (p -= lr * p.grad, under torch.no_grad())")
     expect(torch.equal(params[skip].detach(), before[skip]), f"{what}: tensor {skip}, whose .grad is None",
            "left untouched", "changed", "skip tensors whose .grad is None")
-    untouched = [i for i in with_grad if i not in moved]
+    untouched = [i for i in with_grad if i not in moved and bool(grads[i].ne(0).any())]  # (p - lr * 0 is p)
     if untouched:
         i = untouched[0]
         after_skip = skip < i and all(j > skip for j in untouched) and all(j not in moved for j in with_grad if j > skip)
@@ -607,6 +607,7 @@ def check_validate(validate, seed=0):
         batches = batches[:-1] + [(x[:, :cut].clone(), y[:, :cut].clone())]
         want = reference_validate(model, batches)
         elements = _elementwise_mean(model, batches)
+        next(model.parameters()).requires_grad_(False)  # a layer the caller froze (fine-tuning) stays frozen
         requires = [p.requires_grad for p in model.parameters()]
         outputs = []
 
@@ -641,9 +642,12 @@ def check_validate(validate, seed=0):
                    "waste of time and memory" + (", and adding up loss tensors (not loss.item()) keeps every chunk's "
                                                  "graph alive" if alive else ""))
         frozen = [i for i, (p, r) in enumerate(zip(model.parameters(), requires)) if p.requires_grad != r]
-        expect(not frozen, "the model's parameters' requires_grad after validate", "as before (True)",
-               f"changed for {len(frozen)} of {len(requires)} parameters: the next training step's loss has no graph",
-               "leave the parameters alone: torch.no_grad() around the loop builds no graph without freezing them")
+        expect(not frozen, "the model's parameters' requires_grad after validate", "as before (the first parameter "
+               "frozen by the caller, the others True)", f"changed for {len(frozen)} of {len(requires)} parameters"
+               + (": the next training step's loss has no graph" if any(requires[i] for i in frozen) else
+                  ": the caller's frozen parameter is trainable again"),
+               "leave the parameters alone: torch.no_grad() around the loop builds no graph without freezing them "
+               "(requires_grad_ on and off again also thaws what the caller froze)")
         value = python_float(result, "validate's return value")
         # to the model's precision: the chunks' losses summed in another order differ by a few units of it, a
         # float64 mean rounded through float32 by far more

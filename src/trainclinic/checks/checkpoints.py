@@ -345,12 +345,26 @@ def check_weights_only(save_checkpoint, seed=0):
         run = _Run(case, seed, seed, seed + 100)
         best = _mean(reference_train_epoch(*run.objects[:2], run.loader))
         run.scheduler.step()
-        path = os.path.join(folder, "checkpoint.pt")
+        path = os.path.join(folder, "checkpoint.pth")  # a name of the caller's: not always .pt
         call(save_checkpoint, path, *run.objects, 0, case["best"](best), name="save_checkpoint", hints=_HINTS)
-        expect(os.path.isfile(path), "the file save_checkpoint(path, ...) writes", f"a file at path ({path})", "none")
+        others = sorted(set(os.listdir(folder)) - {"checkpoint.pth"})
+        expect(os.path.isfile(path), "the file save_checkpoint(path, ...) writes", f"a file at path ({path})",
+               f"none there; it wrote {', '.join(others)}" if others else "none",
+               "write to `path` itself, whatever its name or suffix: the caller loads it from there" if others else "")
+        allowed = torch.serialization.get_safe_globals()
+        added = [g for g in allowed if not _torch_own(g)]  # by add_safe_globals in this process: no file carries them
+        torch.serialization.clear_safe_globals()  # loaded as in a fresh process, with torch's own allowlist only
+        torch.serialization.add_safe_globals([g for g in allowed if _torch_own(g)])
         try:
             torch.load(path, weights_only=True, map_location="cpu")
         except Exception as exc:
+            if added:
+                raise CheckFailed(
+                    "torch.load(path, weights_only=True) on the file save_checkpoint wrote, in a process that has not "
+                    f"called torch.serialization.add_safe_globals: expected it to load, observed {type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:200] if str(exc) else ''}\nHint: the allowlist this notebook built "
+                    "does not travel with the file: store plain Python numbers, str, lists, dicts and tensors only "
+                    "(float(best_loss); NumPy's state as str/int/float and a list)") from None
             first = next((line.strip() for line in str(exc).splitlines() if "Unsupported global" in line),
                          str(exc).splitlines()[0][:200] if str(exc) else "")
             try:
@@ -363,8 +377,18 @@ def check_weights_only(save_checkpoint, seed=0):
                 f"{type(exc).__name__}: {first}" + (f"\nThe file's pickle names: {', '.join(names)}." if names else "") +
                 ("\nHint: NumPy objects are not allowed: store float(best_loss), and NumPy's random state as plain "
                  "Python (str, int, float) with its array as a tensor or a list." if numpy else "")) from None
+        finally:
+            torch.serialization.clear_safe_globals()
+            torch.serialization.add_safe_globals(allowed)
     kind = case["best"].__name__ if case["best"] is not float else "a Python float"
     return f"the checkpoint loads with weights_only=True (best_loss given as {kind}, {case['optimizer']}, {case['scheduler']} schedule)"
+
+
+def _torch_own(entry):
+    """Whether an entry of torch's weights_only allowlist is torch's own (a class or function of torch, or a
+    (callable, name) pair of one), not one a notebook added."""
+    obj = entry[0] if isinstance(entry, tuple) else entry
+    return (getattr(obj, "__module__", "") or "").split(".")[0] == "torch"
 
 
 def _save_keeps_device(save_checkpoint, case, seed):
@@ -607,6 +631,23 @@ def _prefixed(state, prefix):
     return type(state)((prefix + k, v) for k, v in state.items())
 
 
+class _Listed(nn.Module):
+    """A model whose first layer's name starts with 'module' (as nn.ModuleList attributes often do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.module_list = nn.ModuleList([nn.Linear(4, 8), nn.Linear(8, 2)])
+
+    def forward(self, x):
+        return self.module_list[1](torch.relu(self.module_list[0](x)))
+
+
+def _listed(seed):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _Listed()
+
+
 @check("prefixes")
 def check_prefixes(load_weights, seed=0):
     """load_weights strips module. and _orig_mod., loads strictly, and refuses a file for another model."""
@@ -633,6 +674,18 @@ def check_prefixes(load_weights, seed=0):
                        "strict=False loads nothing when no key matches: strip the prefix, keep strict=True"
                        if nothing else "every key of the file must load: strip only the wrapper's prefix at the start "
                        "of each key (this model's own keys include '2.module.weight'), and keep strict=True")
+        # a model whose own top-level layer's name starts with "module" (module_list.0.weight): only the wrapper's
+        # "module." is a prefix, not any key that starts with the letters
+        for prefix in ("", "module."):
+            source = _listed(seed + 1).state_dict()
+            torch.save(_prefixed(source, prefix), os.path.join(folder, "weights.pt"))
+            model = _listed(seed)
+            shown = f"keys like {prefix + next(iter(source))!r}, of a model whose first layer is named module_list"
+            call(load_weights, model, os.path.join(folder, "weights.pt"), name="load_weights",
+                 hints={**_HINTS, **_PREFIX_HINTS}, where=f"({shown})")
+            expect(_loaded(model, source), f"the model's weights after load_weights on {shown}", "the file's weights",
+                   "others", "strip the wrapper's prefix with its dot, 'module.' (and '_orig_mod.'), at the start of "
+                   "a key only: 'module_list.0.weight' is the model's own name")
         other = _prefixed(_residual_mlp(seed + 1, case).state_dict(), "model.")  # a wrapper the exercise does not name
         _refused(load_weights, other, _residual_mlp(seed, case), folder,
                  f"a file whose keys do not fit the model (they start with 'model.', e.g. {next(iter(other))!r})",
@@ -692,7 +745,9 @@ class _Scripted:
         self.calls += 1
         if self.hooked and not self.trained[0]:  # the model as loaded (or as built): not an epoch's validation
             self.before += 1
-            return self.values[self.first - 1] if self.first else max(self.values) + 1.0
+            # the loaded epoch's loss; a new model scores below every epoch (a fit that starts its best from it,
+            # not from inf, then never saves best.pt)
+            return self.values[self.first - 1] if self.first else round(min(self.values) - 0.1, 4)
         epoch = self.first + (self.trained[0] if self.trained[0] else self.calls) - 1
         self.weights[epoch] = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.steps.setdefault(epoch, self.scheduler.last_epoch)
@@ -811,7 +866,7 @@ def _read(path):
         return torch.load(path, map_location="cpu", weights_only=False)
 
 
-PLATEAU = 12  # epochs of check_fit's plateau run
+PLATEAU = 13  # epochs of check_fit's plateau run
 
 
 def _number(value):
@@ -858,6 +913,10 @@ def check_fit(fit, seed=0):
         values[tie] = 0.25
     rates = _rates(case, epochs)
     with _own_rngs(), _folder() as folder:
+        # an earlier run's best.pt, without its last.pt: this run starts from epoch 0 and best_loss inf all the same
+        old = _Run(case, seed + 5, seed + 5, seed + 100)
+        reference_save_checkpoint(os.path.join(folder, "best.pt"), *old.objects, 3, 0.1)
+        stale = {k: v.detach().clone() for k, v in old.model.state_dict().items()}
         trained = [0, [], []]
         _seed_globals(seed)
         first = _Run(case, seed, seed, seed + 100)
@@ -914,7 +973,12 @@ def check_fit(fit, seed=0):
         held = next((e for e, w in sorted(weights.items()) if _same({k: v.cpu() for k, v in state.items()}, w)), None)
         expect(held == best_epoch, f"the epoch whose weights best.pt holds (validation losses {values})",
                f"epoch {best_epoch} (loss 0.25, the lowest, and the first to reach it)",
-               "none of the epochs" if held is None else f"epoch {held}",
+               "none of the epochs" + (": the best.pt an earlier run had left in the folder" if held is None and
+                                       _same({k: v.cpu() for k, v in state.items()}, stale) else "")
+               if held is None else f"epoch {held}",
+               "without last.pt, fit starts from epoch 0 with best_loss = float('inf'), whatever else the folder holds "
+               "(an earlier run's best.pt is not this run's best): the first epoch then writes best.pt"
+               if held is None and _same({k: v.cpu() for k, v in state.items()}, stale) else
                f"epoch {tie} only ties the best (0.25 again): a loss that is not lower than the best so far must not "
                f"replace best.pt (compare with <, not <=)" if held is not None and held == tie and
                values[tie - 1] == 0.25 else
@@ -939,9 +1003,10 @@ def check_fit(fit, seed=0):
             expect(saved["epoch"] == best_epoch, f"the epoch that best.pt records (it holds the weights of epoch "
                    f"{best_epoch})", best_epoch, saved["epoch"], "save_checkpoint(..., epoch, ...) with the epoch just "
                    "finished, counting from 0")
-        # a plateau: no better loss than epoch 0's for PLATEAU - 2 epochs, then the best at the last epoch: every
-        # epoch up to `epochs` trains, whatever the loss does (an early stop with patience up to PLATEAU - 2 shows)
-        plateau = [0.5] + [round(rng.uniform(0.5, 1.5), 3) for _ in range(PLATEAU - 2)] + [0.25]
+        # a plateau: no better loss than epoch 0's for PLATEAU - 3 epochs, then two better ones, the last better by
+        # 0.0004 only: every epoch up to `epochs` trains, whatever the loss does (an early stop with patience up to
+        # PLATEAU - 3 shows), and any improvement counts (a min_delta shows)
+        plateau = [0.5] + [round(rng.uniform(0.5, 1.5), 3) for _ in range(PLATEAU - 3)] + [0.2504, 0.25]
         trained[0], trained[1], trained[2] = 0, [], []
         _seed_globals(seed + 31)
         third = _Run(dict(case, n=2 * case["batch"]), seed + 3, seed + 4, seed + 100)  # two steps an epoch
@@ -954,13 +1019,14 @@ def check_fit(fit, seed=0):
                        where=f"(epochs={PLATEAU}, a folder that does not exist yet, nor its parent, runs/seed0; "
                        f"validation losses {plateau})")
         expect(ev3.epochs() == PLATEAU, f"the validations fit runs for epochs={PLATEAU} from an empty folder when the "
-               f"validation loss does not improve from epoch 1 to epoch {PLATEAU - 2} (losses {plateau})", PLATEAU,
+               f"validation loss does not improve from epoch 1 to epoch {PLATEAU - 3} (losses {plateau})", PLATEAU,
                ev3.epochs(), f"it stopped after epoch {ev3.epochs() - 1}, {ev3.epochs() - 1} epochs without "
                "improvement: every "
                "epoch up to `epochs` trains and validates, whatever the loss does (no early stopping)"
                if 1 < ev3.epochs() < PLATEAU else "")
         expect(_number(got) == 0.25, f"the best validation loss fit returns (epochs={PLATEAU}, losses {plateau})",
-               0.25, repr(got)[:60])
+               0.25, repr(got)[:60], "0.25 is lower than 0.2504: any lower loss is a new best, however small the "
+               "improvement (no min_delta)" if _number(got) == 0.2504 else "")
     when = "after" if later else "before"
     tied = f"; epoch {tie}'s tie did not replace it" if tie is not None else ""
     return (f"fit resumed from last.pt after epoch {stop}, and best.pt holds epoch {best_epoch} (the best, {when} the "

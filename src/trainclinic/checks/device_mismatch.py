@@ -491,7 +491,7 @@ def _watched(loss_fn, labels):
                 f"shape {tuple(labels.shape)} (moved to the device, nothing else), observed {_name(target.dtype)} of "
                 f"shape {tuple(target.shape)}.\nHint: move the labels with .to(device) alone: their dtype and shape "
                 f"are the caller's, like loss_fn (this check's takes "
-                f"{'float targets' if labels.is_floating_point() else 'int64 class indices'}).")
+                f"{'float targets' if labels.is_floating_point() else _name(labels.dtype) + ' class indices'}).")
         if torch.is_tensor(target) and not torch.equal(target.detach().cpu(), labels):
             raise CheckFailed(f"the labels that reached loss_fn: expected the batch's labels as given (moved to the "
                               f"device, nothing else), observed different values (differ by up to "
@@ -499,6 +499,19 @@ def _watched(loss_fn, labels):
         return loss_fn(*args, **kwargs)
 
     return watched
+
+
+def _int32_labels(train_step, seed):
+    """int32 class ids with a loss_fn that converts them itself: they reach it as int32 (the labels' dtype is the
+    caller's and loss_fn's business, not the step's)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 61)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+        x, y = torch.randn(8, 4), torch.randint(0, 3, (8,), dtype=torch.int32)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss_fn = _watched(lambda out, target: F.cross_entropy(out, target.long()), y)
+    call(train_step, model, [x.clone(), y.clone()], loss_fn, opt, torch.device("cpu"), name="train_step",
+         where="(int32 class ids, and a loss_fn that converts them itself, on the CPU)")
 
 
 def _rng_states():
@@ -880,6 +893,7 @@ def check_train_step(train_step, seed=0, batch_size=None):
                f"{sim.backward_calls}" + ("" if losses else " (train_step returned before computing loss_fn)"))
 
     where = gpu_probe(probe) + "".join(reached)
+    _int32_labels(train_step, seed)
     dt = _name(case["dtype"])
     return (f"one correct step of the given optimizer ({dt}, batch of {len(batch[1])}), loss returned as a float, "
             f"batch moved, on {', '.join(map(str, devices()))}{where}")

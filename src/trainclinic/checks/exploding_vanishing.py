@@ -156,9 +156,19 @@ def check_grad_norms(grad_norms, seed=0, models_to_try=24):
         kinds = [(n, p, p.dtype) for n, p in model.named_parameters()]
         state = _model_state(model)
         want_total, want_layers = reference_norms(model)
-        got = call(grad_norms, model, name="grad_norms", where=f"(on {case})",
-                   hints={} if named else {"": "a model with no gradients at all has a total norm of 0.0 (what "
-                                           "clip_grad_norm_ returns) and no layer entries: return (0.0, {})."})
+        mode = torch.is_grad_enabled()
+        try:
+            got = call(grad_norms, model, name="grad_norms", where=f"(on {case})", restore_grad=False,
+                       hints={} if named else {"": "a model with no gradients at all has a total norm of 0.0 (what "
+                                               "clip_grad_norm_ returns) and no layer entries: return (0.0, {})."})
+            left = torch.is_grad_enabled()
+        finally:
+            torch.set_grad_enabled(mode)
+        expect(left == mode, f"autograd when grad_norms returns (torch.is_grad_enabled(), on {case})",
+               f"{mode}, as it was", f"{left}: grad_norms switched it {'off' if mode else 'on'} for the whole process",
+               "measure inside a block, `with torch.no_grad():`, which puts the mode back: "
+               "torch.set_grad_enabled(False) on its own line leaves it off, and the next training step's backward() "
+               "then raises")
         _expect_dtypes_untouched(kinds, case)
         _expect_model_untouched(model, state, case)
         expect(isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict), "grad_norms(model)",

@@ -291,6 +291,7 @@ def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
                "of samples seen (a short last batch counts its own size), not by the number of batches.")
     _dropped_last(evaluate, model, loader, device, c)
     _shuffled(evaluate, model, loader, device, c, seed)
+    _stream_left(evaluate, model, loader, seed)
 
     def probe(fake, cpu_loader):
         call(evaluate, fake, cpu_loader, name="evaluate", where="with CPU batches, the model on another device")
@@ -298,6 +299,23 @@ def check_evaluate_eval(evaluate, seed=0, n=None, batch_size=None):
     where = _device_probe("evaluate", probe, c)
     return (f"identical logits on two calls, BatchNorm buffers untouched, accuracy {ref_acc:.3f} as in eval mode, "
             f"a Python float ({_describe(c)}, on {device}){where}")
+
+
+def _stream_left(evaluate, model, loader, seed):
+    """evaluate called from two different states of the global random stream leaves two different states: it does
+    not reseed the stream (the next training epoch would draw the same Dropout masks after every validation)."""
+    after = []
+    with torch.random.fork_rng(devices=[]):
+        for start in (seed + 301, seed + 302):
+            torch.manual_seed(start)
+            _evaluate(evaluate, model, loader, where=f"after torch.manual_seed({start})")
+            after.append(torch.get_rng_state())
+    expect(not torch.equal(*after), f"the global random stream after evaluate, called after torch.manual_seed"
+           f"({seed + 301}) and after torch.manual_seed({seed + 302})", "two different states: evaluate leaves the "
+           "caller's stream where its own draws (a DataLoader's) left it", "the same state both times: evaluate "
+           "reseeds the global random stream, so every epoch after a validation draws the same Dropout masks",
+           "do not call torch.manual_seed inside evaluate: the evaluation itself draws nothing (eval mode), and "
+           "seeding is the script's, once, at the start.")
 
 
 def _expect_every_sample(w, loader, c):

@@ -81,6 +81,7 @@ def _cuda_present():
 
 
 _DEFAULT_SCALE = 2.0 ** 16
+_SETTINGS = {"growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000}  # GradScaler's defaults
 
 
 def _kind(scaler):
@@ -112,6 +113,13 @@ def _expect_scaler(scaler, arg, device, where):
            "build the scaler for the device it is given, not a fixed one nor one picked from "
            "torch.cuda.is_available(): torch.amp.GradScaler(torch.device(device).type) (a torch.device, or a name "
            "such as 'cpu' or 'cuda:0')")
+    settings = {k: getattr(scaler, f"_{k}", v) for k, v in _SETTINGS.items()}
+    changed = {k: v for k, v in settings.items() if v != _SETTINGS[k]}
+    expect(not changed, f"make_scaler({arg!r})'s GradScaler settings", "GradScaler's defaults ("
+           + ", ".join(f"{k}={v:g}" for k, v in _SETTINGS.items()) + "): the scale halves after an overflow, "
+           "doubles after 2000 good steps", ", ".join(f"{k}={v:g}" for k, v in changed.items()),
+           "build it with GradScaler(device_type) alone: the lesson's scaler halves its scale at an overflow, as "
+           "section 1 shows")
     initial = scaler.get_scale()
     expect(initial == _DEFAULT_SCALE, f"make_scaler({arg!r}).get_scale(), the initial loss scale",
            f"{_DEFAULT_SCALE:g} (GradScaler's default init_scale)", f"{initial:g}",
@@ -490,9 +498,28 @@ def check_amp_trains(amp_step, seed=0, steps=20):
         _expect_master_weights(amp_step, seed, device)
         _expect_defaults(amp_step, seed, device)
         _expect_token_inputs(amp_step, seed, device, dtype)
+        _expect_stream_left(amp_step, seed, device, dtype)
         seen.append(f"{device.type}: {first:.3g} -> {last:.3g} in {_name(dtype)}, {stepped} steps")
     return (f"autocast on the batch's device (also with a disabled scaler), float32 weights, loss returned as a float "
             f"and falling ({'; '.join(seen)})")
+
+
+def _expect_stream_left(amp_step, seed, device, dtype):
+    """amp_step called from two different states of the global random stream leaves two different states: it does not
+    reseed it (every step of a model with Dropout would draw the same masks)."""
+    after = []
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        for start in (seed + 401, seed + 402):
+            model, batch, kind, _ = _setup(seed, device)
+            torch.manual_seed(start)
+            _run(amp_step, model, batch, _cross_entropy, _optimizer(kind, model.parameters(), lr=0.1),
+                 _scaler(device), f"after torch.manual_seed({start})", dtype=dtype)
+            after.append(torch.get_rng_state())
+    expect(not torch.equal(*after), f"the global random stream after amp_step, called after torch.manual_seed"
+           f"({seed + 401}) and after torch.manual_seed({seed + 402})", "two different states: the step leaves the "
+           "caller's stream as it found it, or moved on by its own draws", "the same state both times: amp_step "
+           "reseeds the global random stream, so every step of a model with Dropout draws the same masks",
+           "do not call torch.manual_seed inside a training step: seeding is the script's, once, at the start.")
 
 
 def _expect_token_inputs(amp_step, seed, device, dtype):

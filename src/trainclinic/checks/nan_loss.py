@@ -983,6 +983,7 @@ def check_train(train, seed=0, steps=None, batch_size=None):
         _nan_at(train, ds, seed, batch_size, batches, steps, dtype, features, hidden, after, calls)
         _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden)
         _norm_overflows_at(train, ds, seed, batch_size, steps, dtype, features, hidden, after)
+        _nan_grad_at(train, ds, seed, batch_size, steps, dtype, features, hidden, after)
         _edge_runs(train, ds, seed, batch_size, dtype, features, hidden)
     return (f"plain SGD at lr=0.05 for {setting}: every step, a new pass each time, falling MSE losses; stops with "
             f"FloatingPointError naming step {after} when the loss turns NaN there, and at lr=100, weights finite; "
@@ -1283,6 +1284,24 @@ def _norm_overflows_at(train, ds, seed, batch_size, steps, dtype, features, hidd
                "overflows to inf while every gradient is finite; record it as it is." if at in named else "")
     losses = list(result["loss"]) if isinstance(result, dict) and isinstance(result.get("loss"), (list, tuple)) else []
     expect(len(losses) == steps, f"the losses recorded by {where}", f"{steps}, one per step", len(losses))
+
+
+def _nan_grad_at(train, ds, seed, batch_size, steps, dtype, features, hidden, at):
+    """At step `at`, a finite loss whose backward gives NaN in one parameter's gradient: safe_step refuses the step,
+    and train stops there with FloatingPointError naming it."""
+    model = _HugeGradAt(_model(seed, features, hidden, dtype), at)
+    model.push = float("nan")
+    what = f"a model whose loss stays finite but whose gradients at step {at} hold NaN (one parameter's)"
+    kind, result = _run(train, model, data.loader(ds, batch_size=batch_size, seed=seed), 0.05, steps, f"on {what}")
+    _expect_ends(kind, result, f"train on {what}", steps)
+    anomaly = kind == "raised" and "returned nan values" in str(result)
+    expect(kind == "raised" and isinstance(result, FloatingPointError) and at in step_named(result),
+           f"the error train raised on {what}", f"FloatingPointError naming step {at}",
+           _raised(result) + _where(result) if kind == "raised" else "no error",
+           "anomaly detection raised its own RuntimeError inside backward(), before safe_step could refuse the step: "
+           "leave it off in train (it is for a debugging session, and slow)" if anomaly else
+           "safe_step returned None at that step: stop there and raise FloatingPointError naming the step"
+           if kind != "raised" else "")
 
 
 def _far_too_high(train, ds, seed, batch_size, steps, dtype, features, hidden):

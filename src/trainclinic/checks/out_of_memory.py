@@ -404,7 +404,13 @@ def _other_counts(accumulate_step, seed):
         x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
     want = _grads(model, x, y, nn.CrossEntropyLoss())[0]
     stale_grads(model, 0.5)  # as a previous step leaves them
-    opt = RecordingSGD(model.parameters(), lr=0.0)
+    # two parameter groups (biases apart, as for another lr or no weight decay): the step's gradients come in
+    # group order, put back in the model's order
+    names = [n for n, _ in model.named_parameters()]
+    groups = [[p for n, p in model.named_parameters() if not n.endswith("bias")],
+              [p for n, p in model.named_parameters() if n.endswith("bias")]]
+    order = [n for n in names if not n.endswith("bias")] + [n for n in names if n.endswith("bias")]
+    opt = RecordingSGD([{"params": groups[0]}, {"params": groups[1]}], lr=0.0)
     counts = []
     for m in (2, 4, 2):
         counts.append(m)
@@ -413,22 +419,30 @@ def _other_counts(accumulate_step, seed):
              where=f"with micro_batches={m} on a model stepped before with micro_batches={counts[:-1]}"
              if counts[:-1] else f"with micro_batches={m}")
         got = opt.grads[-1] if len(opt.grads) > before else None
+        if got is not None:
+            got = [got[order.index(n)] for n in names]
         ok = got is not None and all(g is not None for g in got) and _matches(got, want)
         ratio = ""
         if got is not None and all(g is not None for g in got):
             r = sum(g.double().norm() for g in got).item() / max(sum(w.double().norm() for w in want).item(), 1e-30)
             ratio = f" (x{r:.3g} the full batch's)"
-        expect(ok, f"the gradients at optimizer.step() with micro_batches={m}, the same model and optimizer stepped "
-               f"before with micro_batches={', '.join(map(str, counts[:-1]))}" if len(counts) > 1 else
-               f"the gradients at optimizer.step() with micro_batches={m}", "the full batch's",
-               f"others{ratio}", "compute the scale from this call's micro_batches, every call: nothing kept from "
-               "an earlier call (no cache keyed on the model) may decide this one's loss")
+        biases = [i for i, n in enumerate(names) if n.endswith("bias")]
+        bias_off = got is not None and all(g is not None for g in got) and not _matches(
+            [got[i] for i in biases], [want[i] for i in biases])
+        expect(ok, f"the gradients at optimizer.step() with micro_batches={m} (an optimizer with two parameter groups: "
+               "the weights, the biases)" + (f", the same model and optimizer stepped before with micro_batches="
+                                             f"{', '.join(map(str, counts[:-1]))}" if len(counts) > 1 else ""),
+               "the full batch's", f"others{ratio}" + (" (the biases' group off)" if bias_off else ""),
+               "scale every parameter's gradient, in every group of the optimizer (or scale each piece's loss): "
+               "an optimizer may hold several groups" if bias_off and len(counts) == 1 else
+               "compute the scale from this call's micro_batches, every call: nothing kept from an earlier call (no "
+               "cache keyed on the model) may decide this one's loss")
 
 
 def _own_stream(accumulate_step, seed):
     """On a model with Dropout, from two different states of the caller's random stream: the step draws its masks
     from that stream and leaves it moved on (not reseeded inside, not put back), so each step gets masks of its own."""
-    def run(start_seed):
+    def run(start_seed, drawn=0):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 17)
             model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3))
@@ -436,12 +450,13 @@ def _own_stream(accumulate_step, seed):
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
             stale_grads(model, 0.5)  # as earlier steps leave them
             torch.manual_seed(start_seed)
+            torch.rand(drawn)  # the stream a few numbers on from its seed, as a training loop leaves it
             start = torch.get_rng_state()
             call(accumulate_step, model, (x, y), nn.CrossEntropyLoss(), opt, 2, name="accumulate_step", defaults=True,
                  where="on a model with a Dropout layer (batch 8, micro_batches=2)")
             return start, torch.get_rng_state()
 
-    (start, after), (_, other) = run(seed + 31), run(seed + 32)
+    (start, after), (_, other), (_, later) = run(seed + 31), run(seed + 32), run(seed + 31, drawn=5)
     where = "the global random stream after accumulate_step on a model with Dropout"
     expect(not torch.equal(after, other), f"{where}, started from two different states",
            "two different states: the step draws its dropout masks from the caller's stream and leaves it moved on",
@@ -451,6 +466,11 @@ def _own_stream(accumulate_step, seed):
     expect(not torch.equal(after, start), where, "moved on by the step's dropout masks, as a plain step moves it",
            "as it was before the step: the step put the random state back, so every step draws the same masks",
            "leave the random stream alone: fork_rng or set_rng_state around a step replays one mask at every step")
+    expect(not torch.equal(after, later), f"{where}, started from one seed, then from the same seed 5 numbers on",
+           "two different states: the step goes on from wherever the caller's stream stands",
+           "the same state both times: the step restarts the stream from its seed (torch.manual_seed(torch."
+           "initial_seed()) or the like), so every step draws the same masks",
+           "leave the global random stream alone inside the step: no torch.manual_seed, whatever the seed.")
 
 
 def _nth(k):

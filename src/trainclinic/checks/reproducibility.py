@@ -295,14 +295,29 @@ _STAGE_HINTS = {
 }
 
 
-def _check_vocab(build_vocab, texts):
-    vocab = call(build_vocab, list(texts), name="build_vocab")
+def _check_vocab_edges(build_vocab):
+    """An empty text among the texts (no word in it), more than 1000 distinct words, and the same list called again
+    after words were added to it: every distinct word, each time."""
+    _check_vocab(build_vocab, ["", "  ", "a b a", "c"], "(texts with an empty one)")
+    _check_vocab(build_vocab, [" ".join(f"w{i}" for i in range(k, k + 300)) for k in range(0, 1500, 300)],
+                 "(1500 distinct words)")
+    texts = ["one two", "two three"]
+    call(build_vocab, texts, name="build_vocab")
+    texts.append("four five")  # the caller's list grows: a vocabulary kept from the last call is stale
+    _check_vocab(build_vocab, texts, "(called again after a text was added to the same list)", same=True)
+
+
+def _check_vocab(build_vocab, texts, where="", same=False):
+    vocab = call(build_vocab, texts if same else list(texts), name="build_vocab", where=where)
     words = {w for t in texts for w in t.split()}
     expect(isinstance(vocab, dict), "build_vocab's return value", "a dict {word: index}", type(vocab).__name__)
     missing, extra = sorted(words - set(vocab)), sorted(set(vocab) - words)
-    expect(not missing and not extra, "build_vocab's words", f"the {len(words)} distinct words of the texts",
-           f"missing {missing[:5]}, extra {extra[:5]}")
-    expect(sorted(vocab.values()) == list(range(len(words))), "build_vocab's indices",
+    expect(not missing and not extra, f"build_vocab's words {where}".strip(),
+           f"the {len(words)} distinct words of the texts (split on whitespace)",
+           f"missing {missing[:5]}, extra {extra[:5]}",
+           "every distinct word of these texts, computed at each call (no cap on the size, nothing kept from an "
+           "earlier call); str.split() with no argument gives no empty word" if where else "")
+    expect(sorted(vocab.values()) == list(range(len(words))), f"build_vocab's indices {where}".strip(),
            f"0 to {len(words) - 1}, each once", sorted(vocab.values())[:10])
 
 
@@ -316,8 +331,8 @@ class _SeedProbe(Dataset):
         return self.n
 
     def __getitem__(self, i):
-        info = torch.utils.data.get_worker_info()
-        return i, (info.seed if info is not None else -1)
+        info = torch.utils.data.get_worker_info()  # -2: the workers see another Dataset (a wrapper of this one)
+        return i, (-1 if info is None else info.seed if info.dataset is self else -2)
 
 
 def _loader_run(make_loader, seed, disturb, n):
@@ -333,6 +348,11 @@ def _loader_run(make_loader, seed, disturb, n):
     torch.rand(3 * disturb)
     batches = call(lambda: [[(int(i), int(s)) for i, s in zip(idx, seeds)] for idx, seeds in loader],
                    name="make_loader", where="(iterating its DataLoader)")
+    expect(all(s != -2 for b in batches for _, s in b), "the Dataset the DataLoader's workers see "
+           "(get_worker_info().dataset)", "the one passed to make_loader: worker_init_fn reseeds that Dataset's rng",
+           "another object wrapping it (its rng, if any, is not the one the items draw from)",
+           "build the DataLoader over `dataset` itself: a wrapper (ConcatDataset, Subset) hides the Dataset from "
+           "worker_init_fn, and its copies of the Generator repeat each other again")
     sizes = [len(b) for b in batches]  # what batch_size=4 gives (by argument, or by a batch_sampler of 4)
     expect(sizes and all(k == 4 for k in sizes[:-1]) and 0 < sizes[-1] <= 4,
            f"the batch sizes of one epoch of make_loader's DataLoader ({n} items)", "4 (the last one 4 or fewer)",
@@ -442,6 +462,7 @@ def check_pipeline(seed_everything, build_vocab, make_loader, seed=0):
     processes.warm_workers()
     _check_vocab(build_vocab, _TEXTS)
     _check_vocab(build_vocab, texts)
+    _check_vocab_edges(build_vocab)
     with _GlobalState():
         _check_loader(make_loader, seed)
     args = (seed_everything, build_vocab, make_loader, seed, texts)

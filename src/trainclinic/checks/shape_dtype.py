@@ -181,8 +181,14 @@ def check_prepare_batch(prepare_batch, seed=0):
     images, labels = raw_batch(n, size, 3, seed=seed + 151, width=width)
     flat_view = images.view(-1)
     flat_view[0], flat_view[size + 1], flat_view[-1] = float("nan"), float("inf"), -float("inf")
-    x, _ = _pair(call(prepare_batch, images.clone(), labels.clone(), hints=HINTS, name="prepare_batch",
-                      where="(images with a NaN, an inf and a -inf pixel)"), "prepare_batch")
+    labels[0] = -100  # cross_entropy's ignore_index: a label that is not a class, kept as it is too
+    x, y = _pair(call(prepare_batch, images.clone(), labels.clone(), hints=HINTS, name="prepare_batch",
+                      where="(images with a NaN, an inf and a -inf pixel; a label -100, cross_entropy's "
+                      "ignore_index)"), "prepare_batch")
+    expect(torch.equal(y, labels.long()), "labels values, with a label -100 (cross_entropy's ignore_index, which "
+           "skips that sample)", labels.long().tolist(), y.tolist(),
+           "convert with labels.long() alone: it keeps every whole number, negative ones too (rounding tricks such as "
+           "(labels + 0.5).long() truncate toward zero and move them)")
     same = x.numel() == images.numel() and bool(torch.isclose(
         x.detach().double().reshape(images.shape), images.float().double(), rtol=1e-6, atol=0, equal_nan=True).all())
     expect(same, "images values, for images with a NaN, an inf and a -inf pixel",
@@ -571,6 +577,17 @@ def check_regression_loss(regression_loss, seed=0):
            "torch.float32, pred's dtype", got.dtype if torch.is_tensor(got) else type(got).__name__,
            "convert the target to pred's dtype (target.to(pred.dtype) or .float()): torch's default dtype is a "
            "setting of the caller's, not the model's dtype.")
+    # a NaN among the targets: the MSE of that batch is NaN (a loss that skips it hides broken data from lesson 04)
+    pred = (scale * torch.randn(n, 1, generator=g)).requires_grad_() * 1.0
+    target = scale * torch.randn(n, generator=g, dtype=torch.float64)
+    target[n // 2] = float("nan")
+    got = call(regression_loss, pred, target, hints=HINTS, name="regression_loss",
+               where=f"on a batch of {n} with one NaN target")
+    value = got.item() if torch.is_tensor(got) and got.numel() == 1 else None
+    expect(value is not None and math.isnan(value), f"the loss on a batch of {n} with one NaN target",
+           "nan, the MSE of that batch (every sample counts)", value if value is not None else type(got).__name__,
+           "take the plain mean over every sample (F.mse_loss): nanmean or a mask drops the NaN sample and hides the "
+           "broken data that lesson 04 finds in the loss")
     # section 5 trains with it on `device`: the loss of a model on a GPU, with the targets moved there too (a real
     # CUDA GPU where there is one, else a simulated cuda:0; MPS has no float64 targets to move)
 
