@@ -692,8 +692,19 @@ def check_validate(validate, seed=0):
                f"that is the sum of the chunks' losses divided by {round(divisor)}: divide by the number of chunks "
                f"given, len(batches) ({len(fewer)} here)" if abs(divisor - round(divisor)) < 1e-3 and round(divisor)
                not in (0, len(fewer)) else "")
+    def probe(sim):  # the model stays where its owner put it: a validation on another device moves the batches
+        model = sim.model(graphs.forecaster(hidden=c["hidden"], seed=seed).to(c["dtype"]))
+        chunks = [(sim.tensor(x), sim.tensor(y)) for x, y in graphs.sine_batches(
+            n_batches=3, batch_size=c["batch_size"], length=c["length"], seed=seed + 1, dtype=c["dtype"])]
+        call(validate, model, chunks, name="validate", hints=HINTS, where="on 3 chunks on a simulated cuda:0")
+        moved = sorted({str(p.device) for p in model.parameters()} - {str(sim.device)})
+        expect(not moved, "the model's device after validate, on a simulated cuda:0", "cuda:0, where it was",
+               f"moved to {', '.join(moved)}", "leave the model where it is (no model.cpu() or .to(...)): the caller "
+               "trains it there next, and a model moved to the CPU meets its GPU batches with a device mismatch")
+
+    where = gpu_probe(probe)
     return (f"the mean loss {value:.4g} as a float, no graph built or held, grad mode untouched (on and off) "
-            f"({_describe(c, device)})")
+            f"({_describe(c, device)}){where}")
 
 
 def _grad_mode(after, before, called=""):

@@ -15,7 +15,7 @@ from torch.nn import functional as F
 
 from .. import data, models
 from . import (CheckFailed, call, check, close, devices, expect, gpu_probe, param_groups,
-               restore_settings, same_device, settings, stale_grads)
+               quiet, restore_settings, same_device, settings, stale_grads)
 
 __all__ = ["check_to_device", "check_class_weighted_loss", "check_train_step"]
 
@@ -508,6 +508,15 @@ def _int32_labels(train_step, seed):
         torch.manual_seed(seed + 61)
         model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
         x, y = torch.randn(8, 4), torch.randint(0, 3, (8,), dtype=torch.int32)
+    mover = (getattr(train_step, "__globals__", None) or {}).get("to_device")
+    if callable(mover):  # train_step may move the batch with the learner's to_device: its dtypes are check_to_device's
+        try:
+            with quiet():
+                moved = mover([x.clone(), y.clone()], torch.device("cpu"))
+            if torch.is_tensor(moved[1]) and moved[1].dtype != y.dtype:
+                return
+        except Exception:  # noqa: BLE001 - to_device's own failures are check_to_device's
+            pass
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = _watched(lambda out, target: F.cross_entropy(out, target.long()), y)
     call(train_step, model, [x.clone(), y.clone()], loss_fn, opt, torch.device("cpu"), name="train_step",
