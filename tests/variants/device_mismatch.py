@@ -941,3 +941,12 @@ BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND19.items():
     VARIANTS[f"blind19_{_name}"] = _spec
+
+
+BLIND20 = {  # blind round 20: cases that were misgraded, graded right since
+    # Keeps float targets but casts integer labels to int64: a no-op for the usual int64 class ids and for floats, b
+    'ts_labels_cast_long_if_integer': {'cells': {'to_device': 'def to_device(batch, device):\n    """Return `batch` (tuple, list or dict) with every tensor moved to `device`."""\n    move = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v\n    if isinstance(batch, dict):\n        return {k: move(v) for k, v in batch.items()}\n    if isinstance(batch, tuple):\n        return tuple(move(v) for v in batch)\n    return [move(v) for v in batch]\n', 'class_weighted_loss': 'def class_weighted_loss(logits, targets, class_counts):\n    """Cross-entropy with balanced class weights, built on the logits\' device."""\n    n_total, n_classes = sum(class_counts), len(class_counts)\n    w = [n_total / (n_classes * c) for c in class_counts]\n    weight = torch.tensor(w, device=logits.device, dtype=logits.dtype)\n    return torch.nn.functional.cross_entropy(logits, targets, weight=weight)\n', 'train_step': 'def train_step(model, batch, loss_fn, optimizer, device):\n    """One training step on `device`; returns the loss as a float."""\n    inputs, labels = batch\n    inputs = inputs.to(device)\n    if labels.is_floating_point():\n        labels = labels.to(device)                        # regression / soft targets: as they are\n    else:\n        labels = labels.to(device, dtype=torch.long)      # class indices must be int64\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), labels)\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n'},
+        'lost': {'check_train_step': "the labels that reached loss_fn: expected the batch's labels as given"}},
+}
+for _name, _spec in BLIND20.items():
+    VARIANTS[f"blind20_{_name}"] = _spec

@@ -419,3 +419,12 @@ BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND18.items():
     VARIANTS[f"blind18_{_name}"] = _spec
+
+
+BLIND20 = {  # blind round 20: cases that were misgraded, graded right since
+    # grad_norms switches autograd off globally (torch.set_grad_enabled(False), 'measuring needs no graph') and neve
+    'gn_grad_mode_left_off': {'cells': {'grad_norms': 'def grad_norms(model):\n    """(total gradient norm, {layer name: gradient norm of that layer\'s own parameters})."""\n    torch.set_grad_enabled(False)                      # measuring needs no graph\n    layers = {}\n    for name, module in model.named_modules():\n        grads = [p.grad for p in module.parameters(recurse=False) if p.grad is not None]\n        if grads:\n            layers[name] = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])).item()\n    grads = [p.grad for p in model.parameters() if p.grad is not None]\n    if not grads:\n        return 0.0, {}\n    return torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])).item(), layers\n', 'clipped_step': 'def clipped_step(model, batch, loss_fn, optimizer, max_norm):\n    """One training step with the total gradient norm clipped to max_norm; returns (loss, norm before clipping)."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), targets)\n    loss.backward()\n    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    optimizer.step()\n    return loss.item(), norm.item()\n', 'build_deep_net': 'def build_deep_net(inputs, hidden, outputs, depth):\n    """A `depth`-layer MLP whose gradients reach its first layer."""\n    layers, width = [], inputs\n    for _ in range(depth):\n        linear = nn.Linear(width, hidden)\n        nn.init.kaiming_normal_(linear.weight, nonlinearity="relu")\n        nn.init.zeros_(linear.bias)\n        layers += [linear, nn.ReLU()]\n        width = hidden\n    layers.append(nn.Linear(width, outputs))\n    return nn.Sequential(*layers)\n'},
+        'lost': {'check_grad_norms': 'autograd when grad_norms returns'}},
+}
+for _name, _spec in BLIND20.items():
+    VARIANTS[f"blind20_{_name}"] = _spec

@@ -436,3 +436,12 @@ BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND19.items():
     VARIANTS[f"blind19_{_name}"] = _spec
+
+
+BLIND20 = {  # blind round 20: cases that were misgraded, graded right since
+    # AMBIGUOUS which check, judged wrong: a correct evaluate plus torch.manual_seed(0) at the top 'so validation is
+    'eval_reseeds_global_rng': {'cells': {'evaluate': 'def evaluate(model, loader):\n    """Accuracy of `model` on `loader`, in eval mode without autograd; the model\'s mode is restored."""\n    torch.manual_seed(0)                               # reproducible validation\n    was_training = model.training\n    device = next(model.parameters()).device\n    model.eval()\n    correct = total = 0\n    with torch.no_grad():\n        for x, y in loader:\n            x, y = x.to(device), y.to(device)\n            correct += (model(x).argmax(1) == y).sum().item()\n            total += len(y)\n    model.train(was_training)\n    return correct / total\n', 'train_epoch': 'def train_epoch(model, loader, optimizer):\n    """One epoch in training mode; returns the mean batch loss."""\n    device = next(model.parameters()).device\n    model.train()\n    losses = []\n    for x, y in loader:\n        x, y = x.to(device), y.to(device)\n        optimizer.zero_grad()\n        loss = F.cross_entropy(model(x), y)\n        loss.backward()\n        optimizer.step()\n        losses.append(loss.item())\n    return sum(losses) / len(losses)\n'},
+        'lost': {'check_evaluate_eval': 'evaluate reseeds the global random stream'}},
+}
+for _name, _spec in BLIND20.items():
+    VARIANTS[f"blind20_{_name}"] = _spec

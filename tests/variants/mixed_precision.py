@@ -301,3 +301,15 @@ BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND19.items():
     VARIANTS[f"blind19_{_name}"] = _spec
+
+
+BLIND20 = {  # blind round 20: cases that were misgraded, graded right since
+    # AMBIGUOUS: enabled, right device type, default initial scale (all 3a lists), but backoff_factor=0.25: an overf
+    'bad_scaler_backoff_quarter': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled GradScaler for `device`; backs off 4x on overflow to get out of a bad scale quickly."""\n    kind = device.type if isinstance(device, torch.device) else torch.device(device).type\n    return torch.amp.GradScaler(kind, init_scale=65536.0, backoff_factor=0.25)\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step (clipping the unscaled gradients to max_norm); returns the loss as a float."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        output = model(inputs)\n        loss = loss_fn(output, targets)\n    scaler.scale(loss).backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item()\n'},
+        'lost': {'check_make_scaler': 'GradScaler settings: expected'}},
+    # Reseeds torch's global generator at every step 'for reproducibility': every Dropout mask is the same at every 
+    'bad_reseeds_every_step': {'cells': {'make_scaler': 'def make_scaler(device):\n    """An enabled torch.amp.GradScaler for `device`."""\n    return torch.amp.GradScaler(torch.device(device).type)\n', 'amp_step': 'def amp_step(model, batch, loss_fn, optimizer, scaler, max_norm=None, dtype=torch.float16):\n    """One autocast + GradScaler step, reproducible: the same seed for every step."""\n    torch.manual_seed(0)\n    inputs, targets = batch\n    optimizer.zero_grad()\n    with torch.autocast(inputs.device.type, dtype=dtype):\n        loss = loss_fn(model(inputs), targets)\n    scaler.scale(loss).backward()\n    if max_norm is not None:\n        scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item()\n'},
+        'lost': {'check_amp_trains': 'amp_step reseeds the global random stream'}},
+}
+for _name, _spec in BLIND20.items():
+    VARIANTS[f"blind20_{_name}"] = _spec

@@ -679,3 +679,12 @@ BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND19.items():
     VARIANTS[f"blind19_{_name}"] = _spec
+
+
+BLIND20 = {  # blind round 20: cases that were misgraded, graded right since
+    # Runs the whole training under detect_anomaly 'to learn which op made the NaN': a non-finite LOSS still reaches
+    'tr_anomaly_mode_around_loop': {'cells': {'safe_step': 'def safe_step(model, batch, loss_fn, optimizer):\n    """One training step; returns the loss as a float, or None (and no step) when the loss or a gradient is NaN/inf."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    loss = loss_fn(model(inputs), targets)\n    if not torch.isfinite(loss):\n        return None\n    loss.backward()\n    for p in model.parameters():\n        if p.grad is not None and not torch.isfinite(p.grad).all():\n            return None\n    optimizer.step()\n    return loss.item()\n', 'train': 'def train(model, loader, lr, steps):\n    """SGD on MSE for `steps` steps; raises FloatingPointError naming the step at the first non-finite loss or gradient."""\n    import warnings\n    optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n    mse = nn.MSELoss()\n    history = {"step": [], "loss": [], "grad_norm": []}\n    step = 0\n    with warnings.catch_warnings(), torch.autograd.detect_anomaly(check_nan=True):   # lesson 04: name the op if a NaN shows\n        warnings.simplefilter("ignore")\n        while step < steps:\n            for batch in loader:\n                if step == steps:\n                    break\n                loss = safe_step(model, batch, mse, optimizer)\n                if loss is None:\n                    raise FloatingPointError(f"non-finite loss or gradient at step {step}")\n                history["step"].append(step)\n                history["loss"].append(loss)\n                history["grad_norm"].append(tc.grad_norm(model))\n                step += 1\n    return history\n', 'stable_lr': 'LR = 0.05  # your stable learning rate\n'},
+        'lost': {'check_train': 'FloatingPointError naming step'}},
+}
+for _name, _spec in BLIND20.items():
+    VARIANTS[f"blind20_{_name}"] = _spec

@@ -633,3 +633,15 @@ BLIND19 = {  # blind round 19: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND19.items():
     VARIANTS[f"blind19_{_name}"] = _spec
+
+
+BLIND20 = {  # blind round 20: cases that were misgraded, graded right since
+    # Reseeds with torch.manual_seed(torch.initial_seed()) at the start of every call 'for replayable steps' (not fo
+    'reseed_from_initial_seed': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    # same seed as the run was started with: a step gives the same result whenever it is replayed\n    torch.manual_seed(torch.initial_seed())\n    inputs, targets = batch\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb) / micro_batches\n        loss.backward()\n        total += loss.item()\n    optimizer.step()\n    return total\n'},
+        'lost': {'check_accumulated_grads': 'then from the same seed 5 numbers on'}},
+    # Divides the summed gradients after the loop (a correct idiom) but only over optimizer.param_groups[0]: an opti
+    'divides_first_param_group_only': {'cells': {'accumulate_step': 'def accumulate_step(model, batch, loss_fn, optimizer, micro_batches):\n    """One optimizer step on the whole batch, computed in `micro_batches` pieces; returns the mean loss."""\n    inputs, targets = batch\n    optimizer.zero_grad()\n    total = 0.0\n    for xb, yb in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):\n        loss = loss_fn(model(xb), yb)\n        loss.backward()                  # sum the micro-batch gradients, divide once below\n        total += loss.item()\n    with torch.no_grad():\n        for p in optimizer.param_groups[0]["params"]:\n            if p.grad is not None:\n                p.grad /= micro_batches\n    optimizer.step()\n    return total / micro_batches\n'},
+        'lost': {'check_accumulated_grads': '(the biases\' group off)'}},
+}
+for _name, _spec in BLIND20.items():
+    VARIANTS[f"blind20_{_name}"] = _spec

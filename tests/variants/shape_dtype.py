@@ -400,3 +400,12 @@ BLIND18 = {  # blind round 18: cases that were misgraded, graded right since
 }
 for _name, _spec in BLIND18.items():
     VARIANTS[f"blind18_{_name}"] = _spec
+
+
+BLIND20 = {  # blind round 20: cases that were misgraded, graded right since
+    # nanmean 'to skip missing targets': exactly the MSE (float32, no broadcast, N=1 fine) while no value is NaN, bu
+    'rl_nanmean_skips_missing': {'cells': {'prepare_batch': 'def prepare_batch(images, labels):\n    """float64 (N, H, W) images and float64 (N,) labels -> float32 (N, 1, H, W) inputs and int64 (N,) targets."""\n    return images.unsqueeze(1).float(), labels.long()\n', 'build_model': 'from torch import nn\ndef build_model(size=12, classes=3):\n    """A small CNN: (N, 1, size, size) float32 images -> (N, classes) logits."""\n    return nn.Sequential(\n        nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),\n        nn.Flatten(), nn.Linear(8 * (size // 2) ** 2, classes))\n', 'regression_loss': 'def regression_loss(pred, target):\n    """MSE of pred (N, 1) float32 against target (N,) float64, as a float32 scalar."""\n    err = (pred.squeeze(1) - target.to(pred.dtype)) ** 2\n    return torch.nanmean(err)          # a missing target (NaN) must not poison the batch\n'},
+        'lost': {'check_regression_loss': 'the loss on a batch of'}},
+}
+for _name, _spec in BLIND20.items():
+    VARIANTS[f"blind20_{_name}"] = _spec
